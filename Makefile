@@ -1,0 +1,55 @@
+# The playground's two front doors: `make run` and `make test`. See README.md.
+SHELL := /bin/bash
+PORT ?= 8000
+HOST ?= 127.0.0.1
+PY ?= python3
+VENV := .venv
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_LINK_MODE := copy
+
+.PHONY: run test install install-test chromium llama bench lint migrate
+
+# A venv with uv in it, then the locked dependencies (runtime only, or with the dev group).
+$(VENV)/bin/python:
+	@command -v $(PY) >/dev/null || { echo "python3 is missing: apt-get install python3 python3-venv"; exit 1; }
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || { echo "Python 3.11+ is needed"; exit 1; }
+	@$(PY) -m venv $(VENV) || { echo "Could not create a virtualenv: on Debian run 'sudo apt-get install python3-venv' and retry."; rm -rf $(VENV); exit 1; }
+
+$(UV): $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+
+install: $(UV)
+	$(UV) sync --frozen --no-dev -q
+
+install-test: $(UV)
+	$(UV) sync --frozen -q
+
+migrate: install
+	$(VENV)/bin/python manage.py migrate --noinput -v 0
+
+run: migrate
+	@echo "Serving the playground on http://$(HOST):$(PORT)/ (Ctrl+C stops)"
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) playground.asgi:application
+
+# Debian's Chromium for the browser tests (never a downloaded browser build).
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  elif command -v sudo >/dev/null; then sudo apt-get update -qq && sudo apt-get install -y -qq chromium; \
+	  else echo "Chromium is missing and I cannot install it (need root or sudo): apt-get install chromium"; exit 1; fi; }
+
+# llama.cpp's llama-server built from the llama-cpp-python sdist, plus SmolLM2 and a tiny reasoning GGUF (cached).
+llama: install-test
+	bash scripts/build-llama-server.sh
+	$(VENV)/bin/python scripts/make_think_gguf.py
+
+test: install-test chromium llama
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+
+bench: install-test
+	$(VENV)/bin/python -m tests.bench

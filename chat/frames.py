@@ -1,0 +1,181 @@
+"""Every websocket frame the server sends, built in one place.
+
+Frames are HTML for htmx 2's websocket extension: each top-level element carries
+``hx-swap-oob``. Kinds:
+
+- ``turn_started``: the user message and the assistant skeleton appended to ``#thread``.
+- ``snapshot``: the assistant message partial (live state) replacing ``#m-<id>`` (outerHTML).
+- ``delta``: escaped text appended to ``#m-<id>-text`` / ``#m-<id>-reasoning`` with
+  ``data-start``/``data-end`` offsets (Python code points, computed here, never from the DOM).
+- ``final``: the same message partial a reload renders, replacing ``#m-<id>``.
+- ``notice``: a short status line (refusals, "busy, try again").
+
+CR is sent as ``&#13;`` so the browser keeps it (the HTML parser folds a raw CR into LF).
+
+May import: Django templates, chat.rendering, chat.metrics.
+"""
+
+from __future__ import annotations
+
+import html
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from chat.rendering import render_markdown
+
+MESSAGE_TEMPLATE = "chat/conversation.html#message"
+
+
+@dataclass
+class MessageView:
+    """What the message partial needs, from a row or from a live turn (no DB access)."""
+
+    id: uuid.UUID
+    role: str
+    content: str = ""
+    reasoning: str = ""
+    status: str = "complete"
+    finish_reason: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] = field(default_factory=dict)
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None  # epoch seconds, for the "waiting N s" counter
+    sibling_index: int = 0
+    sibling_count: int = 1
+    turn_id: uuid.UUID | None = None
+
+    @classmethod
+    def from_row(cls, m: Any, *, sibling_index: int = 0, sibling_count: int = 1) -> MessageView:
+        return cls(
+            id=m.id, role=m.role, content=m.content, reasoning=m.reasoning, status=m.status,
+            finish_reason=m.finish_reason, usage=m.usage or {}, metrics=m.metrics or {},
+            error=m.error or {}, snapshot=m.settings_snapshot or {},
+            started_at=m.created_at.timestamp() if m.created_at else None,
+            sibling_index=sibling_index, sibling_count=sibling_count, turn_id=m.turn_id,
+        )
+
+    @property
+    def dom_id(self) -> str:
+        return f"m-{self.id}"
+
+    @property
+    def is_streaming(self) -> bool:
+        return self.status == "streaming"
+
+    @property
+    def content_html(self) -> str:
+        return render_markdown(self.content) if self.role == "assistant" else ""
+
+    @property
+    def reasoning_html(self) -> str:
+        return render_markdown(self.reasoning)
+
+    @property
+    def content_len(self) -> int:
+        return len(self.content)
+
+    @property
+    def reasoning_len(self) -> int:
+        return len(self.reasoning)
+
+    @property
+    def metric_items(self) -> list[tuple[str, str, str]]:
+        return metric_items(self.metrics, self.usage, self.finish_reason)
+
+
+def _fmt_ms(v: Any) -> str:
+    if v is None:
+        return "—"
+    return f"{v / 1000:.2f} s" if v >= 10_000 else f"{v:.0f} ms"
+
+
+def _fmt(v: Any, suffix: str = "") -> str:
+    return "—" if v is None else f"{v}{suffix}"
+
+
+def metric_items(metrics: dict[str, Any], usage: dict[str, Any], finish_reason: str) -> list[tuple[str, str, str]]:
+    """(label, value, tooltip) rows of the metrics strip; "—" where not measurable."""
+    if not metrics and not usage:
+        return []
+    items = [
+        ("TTFT", _fmt_ms(metrics.get("ttft_ms")), "Time to first token (reasoning or answer), measured by the playground"),
+        ("TTFAT", _fmt_ms(metrics.get("ttfat_ms")), "Time to first answer token"),
+        ("tok/s", _fmt(metrics.get("tokens_per_sec")), "Completion tokens per second between first and last token"),
+        ("total", _fmt_ms(metrics.get("total_ms")), "Request sent to last byte"),
+        ("prompt", _fmt(usage.get("prompt_tokens")), "Prompt tokens (usage)"),
+        ("completion", _fmt(usage.get("completion_tokens")), "Completion tokens (usage)"),
+        ("reasoning", _fmt(usage.get("reasoning_tokens")), "Reasoning tokens (usage)"),
+        ("cached", _fmt(usage.get("cached_tokens")), "Cached prompt tokens (usage)"),
+    ]
+    cost = metrics.get("cost_usd")
+    items.append(("cost", "—" if cost is None else f"${cost:.6f}", f"USD ({metrics.get('cost_source') or 'unknown price'})"))
+    items.append(("finish", finish_reason or "—", "Finish reason"))
+    if metrics.get("upstream_ttft_ms") is not None:
+        items.append(("upstream TTFT", _fmt_ms(metrics["upstream_ttft_ms"]), "time_to_first_token reported by the endpoint"))
+    if metrics.get("upstream_tokens_per_sec") is not None:
+        items.append(("upstream tok/s", f"{metrics['upstream_tokens_per_sec']:.1f}", "completion_tokens_per_sec reported by the endpoint"))
+    if metrics.get("upstream_total_ms") is not None:
+        items.append(("upstream total", _fmt_ms(metrics["upstream_total_ms"]), "total_latency reported by the endpoint"))
+    if metrics.get("routed_model"):
+        items.append(("routed to", str(metrics["routed_model"]), "Model the router picked"))
+    if metrics.get("routing_latency_ms") is not None:
+        items.append(("routing", _fmt_ms(metrics["routing_latency_ms"]), "Routing latency reported by the router"))
+    return items
+
+
+def escape_text(text: str) -> str:
+    """HTML-escape streamed text; CR as ``&#13;`` so the DOM keeps it."""
+    return html.escape(text, quote=False).replace("\r", "&#13;")
+
+
+def render_message(view: MessageView, *, oob: bool | str = False) -> str:
+    """The message partial (page load, htmx swap and websocket frames share it).
+
+    ``oob``: False (in-page), True (replace ``#m-<id>``) or an htmx oob value string.
+    """
+    oob_value = "true" if oob is True else (oob or "")
+    return render_to_string(MESSAGE_TEMPLATE, {"m": view, "oob": oob_value})
+
+
+def turn_started(user_view: MessageView, assistant_views: list[MessageView]) -> str:
+    inner = render_message(user_view) + "".join(render_message(v) for v in assistant_views)
+    return f'<div hx-swap-oob="beforeend:#thread">{inner}</div>'
+
+
+def snapshot(view: MessageView) -> str:
+    return render_message(view, oob=True)
+
+
+def final(view: MessageView) -> str:
+    return render_message(view, oob=True)
+
+
+def delta(message_id: uuid.UUID, kind: str, start: int, text: str) -> str:
+    """Append ``text`` (kind "text" | "reasoning") at offset ``start`` of message ``message_id``."""
+    end = start + len(text)
+    return (
+        f'<div hx-swap-oob="beforeend:#m-{message_id}-{kind}" data-start="{start}" '
+        f'data-end="{end}">{escape_text(text)}</div>'
+    )
+
+
+def notice(text: str, *, level: str = "info") -> str:
+    return f'<div id="notice" hx-swap-oob="true" class="notice notice-{level}" role="status">{html.escape(text)}</div>'
+
+
+def replace(old_message_id: uuid.UUID, view: MessageView) -> str:
+    """Put a new answer (a retry) where ``old_message_id`` was shown."""
+    return render_message(view, oob=f"outerHTML:#m-{old_message_id}")
+
+
+def sidebar(conversations: list[Any], *, current_id: int | None) -> str:
+    """The sidebar's conversation list (after a title appears or changes)."""
+    html_ = render_to_string(
+        "chat/conversation.html#sidebar-list",
+        {"sidebar": conversations, "conversation": {"pk": current_id} if current_id else None},
+    )
+    return html_.replace('<ul id="conversation-list"', '<ul id="conversation-list" hx-swap-oob="true"', 1)

@@ -1,0 +1,183 @@
+"""Rows of the playground: endpoints, conversations, lanes, messages, site settings.
+
+A conversation has one or more lanes (a plain chat is one lane; comparisons add more); messages
+form a tree through ``parent`` (branches come later) and belong to a lane. An assistant message
+keeps everything needed to show its turn again: content, reasoning, usage (raw and normalized),
+metrics, finish reason, status, error and the settings snapshot it was made with.
+
+May import: Django, chat.crypto.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from chat import crypto
+
+SIMULATOR_BASE_URL = "sim://builtin/v1"
+
+
+class ApiStyle(models.TextChoices):
+    OPENAI_CHAT = "openai_chat", "OpenAI chat completions"
+    ANTHROPIC_MESSAGES = "anthropic_messages", "Anthropic messages"
+    OPENAI_RESPONSES = "openai_responses", "OpenAI responses"
+
+
+class SiteSettings(models.Model):
+    """Singleton (pk=1) of instance-wide switches the admin controls."""
+
+    open_signup = models.BooleanField(default=False)
+
+    @classmethod
+    def load(cls) -> SiteSettings:
+        obj, _ = cls.objects.get_or_create(pk=1)
+        return obj
+
+
+class Endpoint(models.Model):
+    """An upstream the user can chat with. Secrets are encrypted (``chat.crypto``) and write-only.
+
+    ``base_url`` is an http(s) URL or the symbolic ``sim://builtin/v1`` of the in-process
+    simulator, resolved to the running server at call time.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="endpoints")
+    name = models.CharField(max_length=100)
+    base_url = models.CharField(max_length=500)
+    api_style = models.CharField(max_length=32, choices=ApiStyle.choices, default=ApiStyle.OPENAI_CHAT)
+    api_key_encrypted = models.TextField(blank=True, default="")
+    api_key_hint = models.CharField(max_length=8, blank=True, default="")
+    extra_headers_encrypted = models.TextField(blank=True, default="")  # JSON object, encrypted
+    extra_header_names = models.JSONField(default=list, blank=True)  # names only, for display
+    stream_options = models.BooleanField(
+        default=True, help_text="Send stream_options.include_usage (switch off for servers that reject it)."
+    )
+    default_model = models.CharField(max_length=200, blank=True, default="")
+    models_cache = models.JSONField(default=list, blank=True)  # list of ModelInfo dicts
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_simulator(self) -> bool:
+        return self.base_url.startswith("sim://")
+
+    def set_api_key(self, key: str) -> None:
+        self.api_key_encrypted = crypto.encrypt(key)
+        self.api_key_hint = crypto.hint(key)
+
+    def get_api_key(self) -> str:
+        return crypto.decrypt(self.api_key_encrypted)
+
+    def set_extra_headers(self, headers: dict[str, str]) -> None:
+        import json
+
+        self.extra_headers_encrypted = crypto.encrypt(json.dumps(headers)) if headers else ""
+        self.extra_header_names = sorted(headers)
+
+    def get_extra_headers(self) -> dict[str, str]:
+        import json
+
+        raw = crypto.decrypt(self.extra_headers_encrypted)
+        return json.loads(raw) if raw else {}
+
+
+class Conversation(models.Model):
+    """A chat owned by one user, with its current settings (endpoint, model, system prompt, params)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True, default="")
+    endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.SET_NULL)
+    model = models.CharField(max_length=200, blank=True, default="")
+    system_prompt = models.TextField(blank=True, default="")
+    params = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Lane(models.Model):
+    """One column of answers in a conversation (a plain chat has exactly one, position 0)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="lanes")
+    position = models.PositiveSmallIntegerField(default=0)
+    endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.SET_NULL)
+    model = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "position"], name="lane_position_unique")]
+
+
+class MessageStatus(models.TextChoices):
+    STREAMING = "streaming"
+    COMPLETE = "complete"
+    STOPPED = "stopped"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+class Message(models.Model):
+    """A user or assistant message. Assistant rows carry the turn's results.
+
+    ``id`` is a UUID made in Python, so a turn's user and assistant rows go in one INSERT.
+    ``turn_id``: client-made UUID of the send (unique per role within a turn); ``owner_process``
+    and ``heartbeat_at`` say which process is streaming it and when it last saved a partial.
+    ``usage``: normalized token counts; ``usage_raw``: the upstream's usage object as received;
+    ``metrics``: ttft_ms, ttfat_ms, total_ms, tokens_per_sec, cost_usd, upstream figures.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    lane = models.ForeignKey(Lane, null=True, blank=True, on_delete=models.CASCADE, related_name="messages")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    role = models.CharField(max_length=16)
+    turn_id = models.UUIDField(default=uuid.uuid4, db_index=True)
+    content = models.TextField(blank=True, default="")
+    reasoning = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=MessageStatus.choices, default=MessageStatus.COMPLETE)
+    finish_reason = models.CharField(max_length=32, blank=True, default="")
+    usage = models.JSONField(default=dict, blank=True)
+    usage_raw = models.JSONField(default=dict, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    error = models.JSONField(default=dict, blank=True)
+    settings_snapshot = models.JSONField(default=dict, blank=True)
+    inspect = models.JSONField(default=dict, blank=True)  # request sent (redacted), raw events
+    owner_process = models.CharField(max_length=64, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Not auto_now_add: turn_start sets it so a user message and its answer order correctly
+    # inside one multi-row INSERT.
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            # A send queued while the socket was down must never start two turns.
+            models.UniqueConstraint(
+                fields=["turn_id"], condition=models.Q(role="user"), name="message_user_turn_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["turn_id", "lane"], condition=models.Q(role="assistant"),
+                name="message_assistant_turn_lane_unique",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.pk}"

@@ -1,0 +1,26 @@
+"""URL routes of the chat app (namespace ``chat``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("c/new/", views.conversation_new, name="conversation_new"),
+    path("c/sidebar/", views.conversation_sidebar, name="sidebar"),
+    path("c/<int:conversation_id>/", views.conversation, name="conversation"),
+    path("c/<int:conversation_id>/rename/", views.conversation_rename, name="conversation_rename"),
+    path("c/<int:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("m/<uuid:message_id>/inspect/", views.message_inspect, name="message_inspect"),
+    path("endpoints/", views.endpoint_list, name="endpoints"),
+    path("endpoints/new/", views.endpoint_edit, name="endpoint_new"),
+    path("endpoints/<int:endpoint_id>/", views.endpoint_edit, name="endpoint_edit"),
+    path("endpoints/<int:endpoint_id>/delete/", views.endpoint_delete, name="endpoint_delete"),
+    path("endpoints/<int:endpoint_id>/test/", views.endpoint_test, name="endpoint_test"),
+    path("endpoints/<int:endpoint_id>/models/", views.endpoint_models, name="endpoint_models"),
+    path("users/", views.users, name="users"),
+]

@@ -1,0 +1,294 @@
+"""HTTP views: thin. Parse input, call one service or selector, render a template or partial.
+
+Pages: first-account setup, sign-up (when open), users (admin), endpoints (CRUD, test
+connection), the chat page with its sidebar, and per-message Inspect. Every view is scoped to
+the requesting user through ``selectors.*_get_for_user`` (another user's ids give 404).
+
+May import: Django, django-htmx, chat.forms, chat.selectors, chat.services, chat.frames,
+chat.turns (read-only live views), chat.providers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.forms import UserCreationForm
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import forms, selectors, services
+from chat.frames import MessageView
+from chat.middleware import reset_cache, users_exist
+from chat.models import SiteSettings
+from chat.providers import get_adapter
+from chat.providers.base import EndpointConfig, ProviderError
+from chat.providers.http import get_client
+from chat.turns import registry
+
+# ---- accounts ------------------------------------------------------------------------------
+
+
+@login_not_required
+def setup(request: HttpRequest) -> HttpResponse:
+    """On an empty database: create the first account, which becomes the admin."""
+    if users_exist():
+        return redirect("chat:home")
+    form = forms.FirstAccountForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = services.user_create_first(
+                username=form.cleaned_data["username"], password=form.cleaned_data["password1"]
+            )
+        except PermissionError:
+            reset_cache()
+            return redirect("login")
+        reset_cache()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chat:home")
+    return render(request, "registration/setup.html", {"form": form})
+
+
+@login_not_required
+def signup(request: HttpRequest) -> HttpResponse:
+    """Open sign-up, only when the admin turned it on."""
+    if not SiteSettings.load().open_signup:
+        raise Http404("Sign-up is closed")
+    form = UserCreationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = services.user_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chat:home")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+@staff_member_required(login_url="login")
+def users(request: HttpRequest) -> HttpResponse:
+    """Admin: add users and switch open sign-up."""
+    site = SiteSettings.load()
+    form = UserCreationForm(request.POST or None if request.POST.get("form") == "create" else None)
+    if request.method == "POST":
+        if request.POST.get("form") == "signup":
+            site.open_signup = request.POST.get("open_signup") == "on"
+            site.save()
+            flash.success(request, f"Open sign-up is {'on' if site.open_signup else 'off'}.")
+            return redirect("chat:users")
+        if form.is_valid():
+            services.user_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
+            flash.success(request, f"User {form.cleaned_data['username']} created.")
+            return redirect("chat:users")
+    return render(
+        request, "chat/users.html",
+        {"form": form, "site": site, "users": get_user_model().objects.order_by("username")},
+    )
+
+
+# ---- endpoints -----------------------------------------------------------------------------
+
+
+def _allow_private() -> bool:
+    return not settings.PLAYGROUND_REFUSE_PRIVATE_URLS
+
+
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "chat/endpoints.html",
+        {"endpoints": selectors.endpoint_list_for_user(user=request.user), "presets": services.PRESETS},
+    )
+
+
+def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpResponse:
+    """Create (no id) or edit an endpoint. Secrets are write-only: blank keeps the stored ones."""
+    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id) if endpoint_id else None
+    form = forms.EndpointForm(request.POST or None, instance=endpoint, allow_private=_allow_private())
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        headers = data.get("extra_headers")
+        if data.get("clear_extra_headers"):
+            headers = {}
+        common: dict[str, Any] = {
+            "name": data["name"], "base_url": data["base_url"], "api_style": data["api_style"],
+            "api_key": data.get("api_key") or "", "stream_options": data.get("stream_options", True),
+            "default_model": data.get("default_model") or "",
+        }
+        if endpoint is None:
+            endpoint = services.endpoint_create(user=request.user, extra_headers=headers or {}, **common)
+        else:
+            services.endpoint_update(
+                endpoint=endpoint, extra_headers=headers, clear_api_key=bool(data.get("clear_api_key")), **common
+            )
+        flash.success(request, f"Endpoint “{endpoint.name}” saved.")
+        return redirect("chat:endpoints")
+    return render(
+        request, "chat/endpoint_form.html",
+        {"form": form, "endpoint": endpoint, "presets": services.PRESETS,
+         "presets_json": json.dumps({k: {"base_url": v[0], "api_style": str(v[1])} for k, v in services.PRESETS.items()})},
+    )
+
+
+@require_POST
+def endpoint_delete(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
+    services.endpoint_delete(endpoint=endpoint)
+    flash.success(request, "Endpoint deleted.")
+    return redirect("chat:endpoints")
+
+
+def endpoint_base_url_for_request(request: HttpRequest, base_url: str) -> str:
+    """Resolve ``sim://`` to the simulator of the server that received this request."""
+    if base_url.startswith("sim://"):
+        host, _, port = request.get_host().rpartition(":")
+        return f"http://127.0.0.1:{port or request.META.get('SERVER_PORT', '8000')}/simulator/v1"
+    return base_url
+
+
+async def _list_models(config: EndpointConfig) -> list[dict[str, Any]]:
+    adapter = get_adapter(config.api_style)
+    infos = await adapter.list_models(get_client(), config)
+    return [vars(i) if not hasattr(i, "__dataclass_fields__") else {k: getattr(i, k) for k in i.__dataclass_fields__} for i in infos]
+
+
+@require_POST
+def endpoint_test(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    """"Test connection": ``GET {base}/models``; lists models with their metadata, caches them."""
+    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
+    config = EndpointConfig(
+        base_url=endpoint_base_url_for_request(request, endpoint.base_url),
+        api_key=endpoint.get_api_key(), extra_headers=endpoint.get_extra_headers(),
+        api_style=endpoint.api_style, stream_options=endpoint.stream_options,
+    )
+    error = None
+    models: list[dict[str, Any]] = []
+    try:
+        if not endpoint.is_simulator:
+            from chat.providers.http import check_base_url
+
+            check_base_url(config.base_url, allow_private=_allow_private())
+        models = async_to_sync(_list_models)(config)
+        services.endpoint_set_models(endpoint_id=endpoint.pk, models=models)
+    except ProviderError as exc:
+        error = exc.as_dict()
+    except ValueError as exc:
+        error = {"message": str(exc), "code": "base_url_refused"}
+    return render(request, "chat/endpoints.html#models", {"endpoint": endpoint, "models": models, "error": error})
+
+
+def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    """``<option>``s of the cached model ids of an endpoint, for the model picker's datalist."""
+    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
+    models = endpoint.models_cache
+    if not models:
+        try:
+            config = EndpointConfig(
+                base_url=endpoint_base_url_for_request(request, endpoint.base_url),
+                api_key=endpoint.get_api_key(), extra_headers=endpoint.get_extra_headers(),
+                api_style=endpoint.api_style, stream_options=endpoint.stream_options,
+            )
+            if not endpoint.is_simulator:
+                from chat.providers.http import check_base_url
+
+                check_base_url(config.base_url, allow_private=_allow_private())
+            models = async_to_sync(_list_models)(config)
+            services.endpoint_set_models(endpoint_id=endpoint.pk, models=models)
+        except (ProviderError, ValueError):
+            models = []
+    return render(request, "chat/conversation.html#model-options", {"models": models, "endpoint": endpoint})
+
+
+# ---- conversations -------------------------------------------------------------------------
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """The newest untitled conversation of the user, or a new one."""
+    conversation = request.user.conversations.filter(title="").order_by("-id").first()
+    if conversation is None or conversation.messages.exists():
+        conversation = services.conversation_create(user=request.user)
+    return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+@require_POST
+def conversation_new(request: HttpRequest) -> HttpResponse:
+    conversation = services.conversation_create(user=request.user)
+    return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+def _thread_views(conversation: Any) -> list[MessageView]:
+    thread = selectors.conversation_thread(conversation=conversation)
+    views = []
+    for m in thread:
+        live = registry.live_view(m.id) if m.status == "streaming" else None
+        views.append(live or MessageView.from_row(m))
+    return views
+
+
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    endpoints = list(selectors.endpoint_list_for_user(user=request.user))
+    params = forms.ParamsForm(initial={
+        **conv.params, "stop": "\n".join(conv.params.get("stop", []) or []),
+    })
+    return render(
+        request, "chat/conversation.html",
+        {
+            "conversation": conv,
+            "thread": _thread_views(conv),
+            "endpoints": endpoints,
+            "sidebar": selectors.conversation_list_for_user(user=request.user)[:200],
+            "params_form": params,
+            "turn_id": forms.new_turn_id(),
+            "models": conv.endpoint.models_cache if conv.endpoint else [],
+        },
+    )
+
+
+def conversation_sidebar(request: HttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    current = request.GET.get("current")
+    return render(
+        request, "chat/conversation.html#sidebar-list",
+        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200],
+         "conversation": {"pk": int(current)} if current and current.isdigit() else None},
+    )
+
+
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    form = forms.RenameForm(request.POST)
+    if form.is_valid():
+        try:
+            services.conversation_rename(conversation=conv, title=form.cleaned_data["title"])
+        except ValueError as exc:
+            flash.error(request, str(exc))
+    if request.htmx:
+        return render(request, "chat/conversation.html#sidebar-list", {
+            "sidebar": selectors.conversation_list_for_user(user=request.user)[:200], "conversation": conv,
+        })
+    return redirect("chat:conversation", conversation_id=conv.pk)
+
+
+@require_POST
+def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    services.conversation_delete(conversation=conv)
+    return redirect("chat:home")
+
+
+@require_GET
+def message_inspect(request: HttpRequest, message_id: str) -> HttpResponse:
+    """The request sent (key redacted) and the raw upstream events of one turn."""
+    message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    inspect = message.inspect or {}
+    return render(request, "chat/inspect.html", {
+        "message": message,
+        "request_json": json.dumps(inspect.get("request", {}), indent=2, ensure_ascii=False),
+        "events": inspect.get("events", []),
+        "inspect": inspect,
+    })

@@ -1,0 +1,158 @@
+/* The playground's small client script: what htmx cannot do by itself.
+ * Enter-to-send, the delta offset guard, the waiting counter, autoscroll, copy buttons,
+ * Retry-After countdowns, model list loading and endpoint presets. No framework, no CDN. */
+(function () {
+  "use strict";
+
+  function uuid4() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    return "10000000-1000-4000-8000-100000000000".replace(/[018]/g, function (c) {
+      return (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16);
+    });
+  }
+
+  var pendingTurn = null;
+
+  function thread() { return document.getElementById("thread"); }
+  function nearBottom() {
+    var el = document.scrollingElement || document.documentElement;
+    var t = thread();
+    if (t && t.scrollHeight > t.clientHeight + 4) return t.scrollHeight - t.scrollTop - t.clientHeight < 120;
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
+  }
+  function scrollDown() {
+    var t = thread();
+    if (t) t.scrollTop = t.scrollHeight;
+  }
+
+  // Enter sends, Shift+Enter adds a line.
+  document.addEventListener("keydown", function (e) {
+    var ta = e.target;
+    if (ta && ta.id === "content" && e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      var form = document.getElementById("composer");
+      if (ta.value.trim() && form) form.requestSubmit();
+    }
+  });
+
+  // Remember which turn we sent; the text stays in the box until the server shows the message.
+  document.addEventListener("htmx:wsConfigSend", function (e) {
+    var form = document.getElementById("composer");
+    if (form && e.target === form) {
+      pendingTurn = form.querySelector("[name=turn_id]").value;
+      var send = document.getElementById("send");
+      if (send) send.disabled = true;
+      setTimeout(function () { if (send) send.disabled = false; }, 1500);
+    }
+  });
+
+  function afterFrame() {
+    var form = document.getElementById("composer");
+    if (pendingTurn && form && document.querySelector('[data-turn-id="' + pendingTurn + '"]')) {
+      form.querySelector("[name=content]").value = "";
+      form.querySelector("[name=turn_id]").value = uuid4();
+      pendingTurn = null;
+      var send = document.getElementById("send");
+      if (send) send.disabled = false;
+    }
+    document.querySelectorAll(".msg-assistant.status-streaming").forEach(function (m) {
+      var t = m.querySelector(".answer"), r = m.querySelector(".reasoning-text");
+      if ((t && t.textContent.length) || (r && r.textContent.length)) m.classList.add("has-tokens");
+      if (r && r.textContent.length) m.classList.add("has-reasoning");
+    });
+  }
+
+  // Delta guard: apply a delta only where the element ends (offsets from the server).
+  var stick = false;
+  document.addEventListener("htmx:wsBeforeMessage", function () { stick = nearBottom(); });
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var frag = e.detail.fragment, target = e.detail.target;
+    if (!frag || !frag.getAttribute || !frag.hasAttribute("data-start")) return;
+    var start = frag.getAttribute("data-start"), end = frag.getAttribute("data-end");
+    if (target.getAttribute("data-end") !== start) {
+      e.detail.shouldSwap = false;
+      return;
+    }
+    target.setAttribute("data-end", end);
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    afterFrame();
+    if (stick) scrollDown();
+  });
+  // A snapshot for a message the page does not show yet: append it.
+  document.body && document.body.addEventListener("htmx:oobErrorNoTarget", function (e) {
+    var c = e.detail.content, t = thread();
+    if (c && t && c.id && /^m-/.test(c.id) && !document.getElementById(c.id)) {
+      c.removeAttribute("hx-swap-oob");
+      t.appendChild(c);
+      htmx.process(c);
+    }
+  });
+
+  // Connection state.
+  function connState(text, cls) {
+    var s = document.getElementById("conn-state");
+    if (s) { s.textContent = text; s.className = "conn-state " + cls; }
+  }
+  document.addEventListener("htmx:wsOpen", function () { connState("connected", "ok"); });
+  document.addEventListener("htmx:wsClose", function (e) {
+    var code = e.detail && e.detail.event && e.detail.event.code;
+    if (code === 4401 || code === 4403 || code === 4404) connState("not allowed (" + code + ")", "bad");
+    else connState("reconnecting…", "warn");
+  });
+
+  // Waiting counter and Retry-After countdowns.
+  setInterval(function () {
+    var now = Date.now() / 1000;
+    document.querySelectorAll(".status-streaming .waiting[data-since]").forEach(function (w) {
+      var since = parseFloat(w.getAttribute("data-since"));
+      if (!isNaN(since)) w.querySelector(".elapsed").textContent = Math.max(0, Math.floor(now - since));
+    });
+    document.querySelectorAll("button.retry[data-retry-after]").forEach(function (b) {
+      if (!b.dataset.until) b.dataset.until = String(now + parseFloat(b.dataset.retryAfter));
+      var left = Math.ceil(parseFloat(b.dataset.until) - now);
+      var cd = b.querySelector(".countdown");
+      if (left > 0) { b.disabled = true; if (cd) cd.textContent = "in " + left + " s"; }
+      else { b.disabled = false; if (cd) cd.textContent = ""; b.removeAttribute("data-retry-after"); }
+    });
+  }, 250);
+
+  // Copy buttons.
+  function copy(text, btn) {
+    var done = function () { var old = btn.textContent; btn.textContent = "Copied"; setTimeout(function () { btn.textContent = old; }, 1200); };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, done);
+    else { var ta = document.createElement("textarea"); ta.value = text; document.body.appendChild(ta); ta.select(); try { document.execCommand("copy"); } catch (err) {} ta.remove(); done(); }
+  }
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest && e.target.closest("button.copy-msg, button.copy-code");
+    if (!b) return;
+    if (b.classList.contains("copy-msg")) {
+      var raw = b.closest(".msg").querySelector("textarea.raw");
+      copy(raw ? raw.value : "", b);
+    } else {
+      var code = b.closest(".codeblock").querySelector("pre");
+      copy(code ? code.textContent : "", b);
+    }
+  });
+
+  // Model list follows the endpoint.
+  document.addEventListener("change", function (e) {
+    if (e.target.id === "endpoint") {
+      var opt = e.target.selectedOptions[0];
+      if (!opt) return;
+      var model = document.getElementById("model");
+      if (model && opt.dataset.defaultModel) model.value = opt.dataset.defaultModel;
+      htmx.ajax("GET", opt.dataset.modelsUrl, { target: "#model-options", swap: "innerHTML" });
+    }
+    if (e.target.id === "preset") {
+      var presets = JSON.parse(e.target.dataset.presets || "{}"), p = presets[e.target.value];
+      if (!p) return;
+      var f = function (n) { return document.querySelector("[name=" + n + "]"); };
+      if (f("base_url")) f("base_url").value = p.base_url;
+      if (f("api_style")) f("api_style").value = p.api_style;
+      if (f("name") && !f("name").value) f("name").value = e.target.value;
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () { afterFrame(); scrollDown(); });
+})();
