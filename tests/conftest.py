@@ -295,31 +295,26 @@ class WriteCounter:
 
 
 @pytest.fixture
-def write_counter():  # noqa: ANN201
-    from django.db import connections
-    from django.db.backends.signals import connection_created
+def write_counter(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """Installs a :class:`WriteCounter` as ``execute_wrapper`` on every connection that runs SQL,
+    in whatever thread (connections are per thread, and a turn writes from executor threads)."""
+    from django.db.backends.utils import CursorWrapper
 
     counter = WriteCounter()
-    installed: list = []
+    touched: list = []
+    original = CursorWrapper._execute_with_wrappers
 
-    def install(connection) -> None:  # noqa: ANN001
-        if connection not in installed:
-            connection.execute_wrappers.append(counter)
-            installed.append(connection)
+    def with_counter(self, sql, params, many, executor):  # noqa: ANN001, ANN202
+        if counter not in self.db.execute_wrappers:
+            self.db.execute_wrappers.append(counter)
+            touched.append(self.db)
+        return original(self, sql, params, many, executor)
 
-    def on_created(sender, connection, **kw) -> None:  # noqa: ANN001
-        install(connection)
-
-    connection_created.connect(on_created)
-    for c in connections.all(initialized_only=True):
-        install(c)
-    # execute_wrappers is per connection object; connections created later in other threads
-    # get it through the signal (fires on connect).
+    monkeypatch.setattr(CursorWrapper, "_execute_with_wrappers", with_counter)
     yield counter
-    connection_created.disconnect(on_created)
-    for c in installed:
-        if counter in c.execute_wrappers:
-            c.execute_wrappers.remove(counter)
+    for db in touched:
+        if counter in db.execute_wrappers:
+            db.execute_wrappers.remove(counter)
 
 
 def dump(obj: object) -> str:
