@@ -29,7 +29,7 @@ def _http_app():  # noqa: ANN202
         return django_asgi_app
     from chat.simulator import simulator_asgi_app
 
-    simulator = simulator_asgi_app()
+    simulator = simulator_asgi_app(control=settings.PLAYGROUND_SIMULATOR_CONTROL)
 
     async def app(scope, receive, send):  # noqa: ANN001, ANN202
         if scope["path"].startswith("/simulator/"):

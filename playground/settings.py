@@ -15,12 +15,14 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("PLAYGROUND_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+# Read after .env; an empty value (as in .env.example) means the default.
+VAR_DIR = Path(os.environ.get("PLAYGROUND_VAR_DIR") or BASE_DIR / "var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 
@@ -31,7 +33,11 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false.")
     SECRET_KEY = _DEV_SECRET
 
-ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+    if h.strip()
+]
 if not DEBUG and "*" in ALLOWED_HOSTS:
     raise ImproperlyConfigured(
         "DJANGO_ALLOWED_HOSTS=* is refused outside DEBUG: list the host names you serve."
@@ -94,7 +100,10 @@ WSGI_APPLICATION = None
 ASGI_APPLICATION = "playground.asgi.application"
 
 DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+    # An empty DATABASE_URL (as in .env.example) means the SQLite default.
+    "default": env.db_url_config(
+        env.str("DATABASE_URL", default="") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+    ),
 }
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.sqlite3":
@@ -163,6 +172,9 @@ if not DEBUG:
 PLAYGROUND_REFUSE_PRIVATE_URLS = env.bool("PLAYGROUND_REFUSE_PRIVATE_URLS", default=False)
 # Serve the built-in simulator under /simulator/v1 and offer it as the default endpoint.
 PLAYGROUND_SIMULATOR = env.bool("PLAYGROUND_SIMULATOR", default=True)
+# Expose the in-process simulator's request recorder (/simulator/_simulator/…, no auth, holds
+# prompts): for tests and benchmarks only.
+PLAYGROUND_SIMULATOR_CONTROL = env.bool("PLAYGROUND_SIMULATOR_CONTROL", default=False)
 # Partial-save (heartbeat) period of a running turn, seconds.
 PLAYGROUND_PARTIAL_SAVE_S = env.float("PLAYGROUND_PARTIAL_SAVE_S", default=2.0)
 # Minimum gap between two delta frames of one message, seconds (the first token goes at once).

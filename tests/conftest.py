@@ -170,6 +170,10 @@ class Server:
         finally:
             con.close()
 
+    def sim_requests(self) -> list[dict]:
+        """What the in-process simulator of this server received."""
+        return httpx.get(f"{self.url}/simulator/_simulator/requests", timeout=5).json()
+
     def stop(self, sig: int | None = None) -> None:
         if self.proc.poll() is None:
             if sig is None:
@@ -198,6 +202,7 @@ def make_server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):  # no
             "DATABASE_URL": f"sqlite:///{db}",
             "PLAYGROUND_VAR_DIR": str(tmp_path),
             "DJANGO_SETTINGS_MODULE": "playground.settings",
+            "PLAYGROUND_SIMULATOR_CONTROL": "true",
             **(env or {}),
         }
         proc = subprocess.Popen(

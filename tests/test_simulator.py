@@ -40,7 +40,8 @@ from chat.simulator import (
 from chat.simulator.text import ECHO_MAX_WORDS, count_prompt_tokens
 
 REPO = Path(__file__).resolve().parents[1]
-SEEDS_DIR = Path(os.environ.get("PLAYGROUND_SEEDS_DIR", REPO.parent / "shared" / "seeds"))
+# A copy of ../shared/seeds lives in tests/fixtures/seeds so a bare clone runs every test.
+SEEDS_DIR = Path(os.environ.get("PLAYGROUND_SEEDS_DIR", REPO / "tests" / "fixtures" / "seeds"))
 
 # ---- seed 002 schemas -------------------------------------------------------------------
 
@@ -1142,3 +1143,13 @@ def test_schema_helper_accepts_seed_examples_and_rejects_bad_chunks() -> None:
     }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(raw_root).validate(good)
+
+
+async def test_recorder_caps_events_per_request(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chat.simulator import recorder
+
+    monkeypatch.setattr(recorder, "MAX_EVENTS", 5)
+    await call(app, "POST", API, chat(FAST + "&length=20"))
+    record = app.recorder.last()
+    assert len(record.events) == 5 and record.events_dropped > 0
+    assert record.tokens_written == 20  # still counted

@@ -1,0 +1,37 @@
+"""Built-in deterministic upstream simulator (an OpenAI-chat server that speaks SambaNova's dialect).
+
+A pure ASGI application with no Django dependency, so it can be mounted in-process (the
+playground routes ``/simulator/`` to :func:`simulator_asgi_app`, serving ``/simulator/v1``) and
+run standalone (``manage.py simulator`` or ``python -m chat.simulator``, serving ``/v1``).
+
+Modules: ``text`` (deterministic answer/reasoning tokens), ``knobs`` (per-request behaviour
+from the model id's query string and ``X-Simulator-Options``; the model catalogue), ``errors``
+(error bodies from the seeds), ``recorder`` (what was received and sent), ``app`` (the ASGI
+app), ``server`` (standalone daphne runner).
+
+May import: the standard library only (daphne only inside ``server``).
+"""
+
+from __future__ import annotations
+
+from .app import SimulatorApp, create_app, simulator_asgi_app
+from .knobs import KNOB_HELP, MODELS, KnobError, Knobs, parse_knobs
+from .recorder import RecordedEvent, RecordedRequest, Recorder, key_fingerprint
+from .text import answer_text, reasoning_text
+
+__all__ = [
+    "KNOB_HELP",
+    "MODELS",
+    "KnobError",
+    "Knobs",
+    "RecordedEvent",
+    "RecordedRequest",
+    "Recorder",
+    "SimulatorApp",
+    "answer_text",
+    "create_app",
+    "key_fingerprint",
+    "parse_knobs",
+    "reasoning_text",
+    "simulator_asgi_app",
+]
