@@ -58,6 +58,8 @@ REFUSED_ALWAYS = [
     ("http://169.254.1.1:8080/v1", "link-local"),
     ("http://[fe80::1]:8080/v1", "link-local"),
     ("http://[::ffff:169.254.169.254]/", "cloud metadata"),
+    ("http://[64:ff9b::a9fe:a9fe]/", "cloud metadata"),
+    ("http://[2002:a9fe:0101::1]/", "link-local"),
     ("http://0.0.0.0:8000/v1", "unspecified"),
     ("http://[::]:8000/v1", "unspecified"),
     ("http://224.0.0.1/v1", "multicast"),
@@ -95,6 +97,7 @@ ALLOWED_BY_DEFAULT = [
     "http://172.16.3.4:8000/v1",
     "http://lan.example/v1",
     "http://[fd12:3456::1]/v1",
+    "http://[::ffff:127.0.0.1]/v1",
 ]
 
 
@@ -206,3 +209,17 @@ async def test_make_client_does_not_follow_redirects():
         response = await client.get("https://upstream.test/v1/models")
     assert response.status_code == 302
     assert calls == ["https://upstream.test/v1/models"]
+
+
+def test_clients_of_closed_loops_are_forgotten():
+    async def grab():
+        return http.get_client()
+
+    first = asyncio.run(grab())  # its loop ends without close_clients()
+
+    async def grab_and_close():
+        http.get_client()
+        await http.close_clients()
+
+    asyncio.run(grab_and_close())
+    assert not any(client is first for client in http._clients.values())

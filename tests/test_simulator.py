@@ -965,8 +965,8 @@ async def test_control_endpoints_standalone_and_in_process() -> None:
     knobs = await call(app, "GET", "/_simulator/knobs")
     assert "ttft_ms" in knobs.json()
 
-    inproc = simulator_asgi_app()
-    assert inproc is simulator_asgi_app()
+    assert simulator_asgi_app() is simulator_asgi_app()  # one per process
+    inproc = create_app("/simulator/v1", control=True)  # the in-process mount's layout
     models = await call(inproc, "GET", "/simulator/v1/models")
     assert models.status == 200
     listed = await call(inproc, "GET", "/simulator/_simulator/requests")

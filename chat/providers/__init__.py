@@ -1,0 +1,37 @@
+"""Provider adapters: one module per API style, all speaking the vocabulary of ``base``.
+
+An adapter module exposes:
+
+* ``build_request(config, request) -> (url, headers, json_body)``: pure, for tests and the
+  Inspect view;
+* ``async stream(client, config, request) -> AsyncIterator[Event]``: yields the events of
+  :mod:`chat.providers.base`, raises only ``ProviderError``;
+* ``async list_models(client, config) -> list[ModelInfo]``.
+
+``client`` comes from :func:`chat.providers.http.get_client`. Error bodies are turned into
+``ProviderError`` by :func:`chat.providers.errors.parse_error`.
+
+This package imports only the standard library, httpx and httpx-sse: never Django.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import openai_chat
+
+ADAPTERS: dict[str, ModuleType] = {
+    openai_chat.API_STYLE: openai_chat,
+}
+
+
+def get_adapter(api_style: str) -> ModuleType:
+    """The adapter module for ``api_style`` (``"openai_chat"``, …).
+
+    Raises ``ValueError`` for an API style without an adapter.
+    """
+    try:
+        return ADAPTERS[api_style]
+    except KeyError:
+        known = ", ".join(sorted(ADAPTERS))
+        raise ValueError(f"Unknown API style {api_style!r} (known: {known})") from None
