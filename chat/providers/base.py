@@ -35,11 +35,49 @@ class EndpointConfig:
 
 
 @dataclass(frozen=True)
+class ContentPart:
+    """A non-text part of a user message (issue 3: images and audio).
+
+    ``type``: "image" | "audio". Either ``data_b64`` (base64 of the bytes, with ``media_type``
+    like ``image/png`` or ``audio/wav``) or ``url`` (an http(s) image URL, where the API takes
+    one). Adapters map it to ``image_url`` / ``input_audio`` parts (OpenAI chat), ``image``
+    blocks with a base64 source (Anthropic), or ``input_image`` (Responses).
+    """
+
+    type: str
+    media_type: str = ""
+    data_b64: str = ""
+    url: str = ""
+    filename: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A complete tool call of an assistant message: ``arguments`` is the JSON text as sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class ChatMessage:
-    """One message of the history sent upstream. ``role``: system | user | assistant | tool."""
+    """One message of the history sent upstream.
+
+    ``role``: system | user | assistant | tool. ``parts``: attachments besides the text
+    (user). ``tool_calls``: what an assistant message asked for; ``tool_call_id``: which
+    call a ``tool`` message answers. ``reasoning`` / ``reasoning_signature``: an assistant's
+    prior thinking, sent back where the API requires it (Anthropic thinking blocks).
+    """
 
     role: str
     content: str
+    parts: tuple[ContentPart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+    reasoning: str = ""
+    reasoning_signature: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,13 +85,32 @@ class ChatRequest:
     """A request in API-neutral terms.
 
     ``params`` holds only what the user set: temperature, top_p, top_k, max_tokens, stop
-    (list of str), seed. Adapters map them to their dialect and drop what it cannot take.
+    (list of str), seed, frequency_penalty, presence_penalty. Adapters map them to their
+    dialect and drop what it cannot take.
+
+    ``tools``: function definitions in OpenAI chat form
+    (``{"type": "function", "function": {"name", "description", "parameters"}}``);
+    ``tool_choice``: "auto" | "none" | "required" | a function name. ``response_format``:
+    ``{"type": "text" | "json_object"}`` or ``{"type": "json_schema", "json_schema": {"name",
+    "strict", "schema"}}`` (OpenAI chat form). ``reasoning``: ``effort`` (low…high, Sansa's
+    xhigh…none), ``budget_tokens`` (Anthropic thinking; 0 = disabled), ``enable_thinking``
+    (bool, SambaNova ``chat_template_kwargs``), ``exclude`` / ``enabled`` / ``max_tokens``
+    (Sansa ``reasoning`` object). ``logprobs`` / ``top_logprobs``: token probabilities where
+    supported. ``extra``: dialect-specific fields passed through as given (e.g. Sansa
+    ``session_id``).
     """
 
     model: str
     messages: tuple[ChatMessage, ...]
     system: str = ""
     params: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning: dict[str, Any] = field(default_factory=dict)
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # ---- events -----------------------------------------------------------------------------
@@ -89,6 +146,38 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+
+
+@dataclass(frozen=True)
+class ReasoningSignature:
+    """The signature closing a thinking block (Anthropic ``signature_delta``), kept so the
+    block can be sent back on the next turn."""
+
+    signature: str
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log probability and the top alternatives (token, logprob)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class LogprobsDelta:
+    """Log probabilities of the tokens of the last text delta(s)."""
+
+    tokens: tuple[TokenLogprob, ...]
+
+
+@dataclass(frozen=True)
+class ModelOutputError:
+    """The model's raw output that failed to parse as a tool call (seed 002 ``ModelOutputError``)."""
+
+    message: str
+    raw_output: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +223,18 @@ class RawEvent:
     data: str
 
 
-Event = ResponseStarted | TextDelta | ReasoningDelta | ToolCallDelta | Usage | Finish | RawEvent
+Event = (
+    ResponseStarted
+    | TextDelta
+    | ReasoningDelta
+    | ReasoningSignature
+    | ToolCallDelta
+    | LogprobsDelta
+    | ModelOutputError
+    | Usage
+    | Finish
+    | RawEvent
+)
 
 EventKind = Literal["text", "reasoning"]
 
