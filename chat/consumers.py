@@ -7,9 +7,15 @@ per-connection queue drained by a writer task (see :class:`chat.turns.Subscriber
 Close codes: 4401 not logged in, 4404 no such conversation for this user (accepted first, then
 closed: a refused handshake looks like 1006 to htmx's extension, which then reconnects forever).
 
-Incoming frames (htmx ``ws-send`` JSON): ``{"action": "send", turn_id, content, endpoint_id,
-model, system_prompt, temperature, …}``, ``{"action": "stop", message_id}``,
-``{"action": "retry", message_id}``.
+Incoming frames (htmx ``ws-send`` JSON, ``action`` says what):
+
+- ``send``: ``turn_id, content, role (user|assistant|system), mode (send|append), endpoint_id,
+  model, system_prompt, temperature, …``. A user message runs a turn; an assistant message with
+  mode ``send`` is a prefill the answer continues; ``append`` (or role system) only inserts.
+- ``stop``, ``regenerate`` (alias ``retry``), ``continue``, ``select`` (follow a sibling's
+  branch), ``delete``: ``message_id``.
+- ``edit``: ``message_id, content``; a user message becomes a new branch and runs (``resend``
+  true), any other message is changed in place.
 
 May import: channels, Django, chat.selectors, chat.services, chat.forms, chat.turns, chat.frames.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -27,13 +34,15 @@ from django.conf import settings
 from django.http import Http404
 
 from chat import frames, selectors, services
-from chat.forms import ChatSendForm, TurnActionForm
+from chat.forms import ChatSendForm, EditForm, TurnActionForm
 from chat.models import Conversation, Message, MessageStatus
-from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig
+from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig, ProviderError
 from chat.providers.http import acheck_base_url
 from chat.turns import Subscriber, TurnSpec, registry
 
 log = logging.getLogger(__name__)
+
+STALE_AFTER_S = max(10.0, 5 * settings.PLAYGROUND_PARTIAL_SAVE_S)
 
 
 def resolve_base_url(base_url: str, scope: dict[str, Any]) -> str:
@@ -46,6 +55,22 @@ def resolve_base_url(base_url: str, scope: dict[str, Any]) -> str:
     if ":" in str(host) and not str(host).startswith("["):
         host = f"[{host}]"
     return f"http://{host}:{port}/simulator/v1"
+
+
+@dataclass
+class PreparedTurn:
+    """What the sync preparation hands to async code (plain values and rows, no lazy access)."""
+
+    assistant: Message
+    announce: str  # the frame that puts the new message(s) on the page
+    base_url: str
+    api_key: str
+    extra_headers: dict[str, str]
+    api_style: str
+    stream_options: bool
+    request: ChatRequest
+    prices: tuple[float | None, float | None]
+    title: str
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -72,10 +97,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.conversation_id = conversation.pk
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.writer = asyncio.get_running_loop().create_task(self._write())
-        self.subscriber = Subscriber(self.queue.put_nowait, self.user.pk)
+        self.subscriber = Subscriber(self.queue.put_nowait, self.user.pk, conversation.pk)
         # Snapshot of every running turn of this conversation, registered in the same step.
         for frame in registry.watch(self.conversation_id, self.subscriber):
             self.queue.put_nowait(frame)
+        # Turns left "streaming" by a dead process become "interrupted" (lazily, here).
+        changed = await database_sync_to_async(services.messages_mark_interrupted)(
+            stale_after_s=STALE_AFTER_S, live_ids=registry.live_ids(), conversation_id=self.conversation_id
+        )
+        if changed:
+            self.queue.put_nowait(await database_sync_to_async(self._thread_frame)())
 
     async def _write(self) -> None:
         while True:
@@ -97,6 +128,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.subscriber is not None:
             self.queue.put_nowait(frames.notice(text, level=level))
 
+    def broadcast(self, frame: str) -> None:
+        """Push a frame to every tab watching this conversation (this one included)."""
+        for sub in list(registry.watchers.get(self.conversation_id, ())):
+            sub.push(frame)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.subscriber is None:
             return
@@ -109,16 +145,40 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         data.pop("HEADERS", None)
         action = data.get("action", "send")
-        if action == "send":
-            await self.handle_send(data)
-        elif action == "stop":
-            await self.handle_stop(data)
-        elif action == "retry":
-            await self.handle_retry(data)
-        else:
+        handler = {
+            "send": self.handle_send,
+            "stop": self.handle_stop,
+            "retry": self.handle_regenerate,
+            "regenerate": self.handle_regenerate,
+            "continue": self.handle_continue,
+            "select": self.handle_select,
+            "delete": self.handle_delete,
+            "edit": self.handle_edit,
+        }.get(str(action))
+        if handler is None:
             self.notice("Unknown action.")
+            return
+        await handler(data)
 
-    # -- actions -------------------------------------------------------------------------
+    # -- helpers ---------------------------------------------------------------------------
+    def _busy(self) -> bool:
+        if registry.running_count() >= settings.PLAYGROUND_MAX_TURNS:
+            self.notice("The server is busy, try again in a moment. Nothing was sent and your text is still in the box.")
+            return True
+        return False
+
+    def _message_id(self, data: dict[str, Any], verb: str) -> Any:
+        form = TurnActionForm(data)
+        if not form.is_valid():
+            self.notice(f"Not {verb}: bad message id.")
+            return None
+        return form.cleaned_data["message_id"]
+
+    def _thread_frame(self) -> str:
+        conversation = Conversation.objects.get(pk=self.conversation_id)
+        return frames.thread(thread_views(conversation))
+
+    # -- actions ---------------------------------------------------------------------------
     async def handle_send(self, data: dict[str, Any]) -> None:
         form = ChatSendForm(data)
         if not form.is_valid():
@@ -127,24 +187,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             )
             self.notice(f"Not sent: {errors}")
             return
-        if registry.running_count() >= settings.PLAYGROUND_MAX_TURNS:
-            self.notice("The server is busy, try again in a moment. Your message was not sent and is still in the box.")
+        cleaned = form.cleaned_data
+        runs = cleaned["mode"] != "append" and cleaned["role"] in ("user", "assistant")
+        if runs and self._busy():
             return
         result = await database_sync_to_async(_prepare_send)(
-            user=self.user, conversation_id=self.conversation_id, cleaned=form.cleaned_data,
-            params=form.params(),
+            user=self.user, conversation_id=self.conversation_id, cleaned=cleaned, params=form.params(), runs=runs,
         )
         if isinstance(result, str):
             self.notice(result)
             return
-        await self._launch(result, announce_kind="append")
+        if isinstance(result, tuple):  # appended without a turn: (thread frame, sidebar frame)
+            self.broadcast(result[0] + result[1])
+            return
+        await self._launch(result)
 
     async def handle_stop(self, data: dict[str, Any]) -> None:
-        form = TurnActionForm(data)
-        if not form.is_valid():
-            self.notice("Not stopped: bad message id.")
+        mid = self._message_id(data, "stopped")
+        if mid is None:
             return
-        mid = form.cleaned_data["message_id"]
         ok = await database_sync_to_async(_owns_message)(
             user=self.user, conversation_id=self.conversation_id, message_id=mid
         )
@@ -153,23 +214,60 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         registry.stop(mid)
 
-    async def handle_retry(self, data: dict[str, Any]) -> None:
-        form = TurnActionForm(data)
-        if not form.is_valid():
-            self.notice("Not retried: bad message id.")
+    async def handle_regenerate(self, data: dict[str, Any], *, keep_text: bool = False) -> None:
+        mid = self._message_id(data, "regenerated")
+        if mid is None or self._busy():
             return
-        if registry.running_count() >= settings.PLAYGROUND_MAX_TURNS:
-            self.notice("The server is busy, try again in a moment.")
-            return
-        result = await database_sync_to_async(_prepare_retry)(
-            user=self.user, conversation_id=self.conversation_id, message_id=form.cleaned_data["message_id"]
+        result = await database_sync_to_async(_prepare_regenerate)(
+            user=self.user, conversation_id=self.conversation_id, message_id=mid, keep_text=keep_text
         )
         if isinstance(result, str):
             self.notice(result)
             return
-        await self._launch(result, announce_kind="replace")
+        await self._launch(result)
 
-    async def _launch(self, prepared: PreparedTurn, *, announce_kind: str) -> None:
+    async def handle_continue(self, data: dict[str, Any]) -> None:
+        await self.handle_regenerate(data, keep_text=True)
+
+    async def handle_select(self, data: dict[str, Any]) -> None:
+        mid = self._message_id(data, "shown")
+        if mid is None:
+            return
+        frame = await database_sync_to_async(_select)(user=self.user, conversation_id=self.conversation_id, message_id=mid)
+        if frame is None:
+            self.notice("No such message.")
+            return
+        self.broadcast(frame)
+
+    async def handle_delete(self, data: dict[str, Any]) -> None:
+        mid = self._message_id(data, "deleted")
+        if mid is None:
+            return
+        result = await database_sync_to_async(_delete)(user=self.user, conversation_id=self.conversation_id, message_id=mid)
+        if result.startswith("<"):
+            self.broadcast(result)
+        else:
+            self.notice(result)
+
+    async def handle_edit(self, data: dict[str, Any]) -> None:
+        form = EditForm(data)
+        if not form.is_valid():
+            self.notice("Not edited: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+            return
+        result = await database_sync_to_async(_edit)(
+            user=self.user, conversation_id=self.conversation_id, cleaned=form.cleaned_data
+        )
+        if isinstance(result, str):
+            if result.startswith("<"):
+                self.broadcast(result)
+            else:
+                self.notice(result)
+            return
+        if self._busy():
+            return
+        await self._launch(result)
+
+    async def _launch(self, prepared: PreparedTurn) -> None:
         base_url = resolve_base_url(prepared.base_url, self.scope)
         config = EndpointConfig(
             base_url=base_url, api_key=prepared.api_key, extra_headers=prepared.extra_headers,
@@ -179,25 +277,27 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             message_id=prepared.assistant.id, conversation_id=self.conversation_id,
             user_id=self.user.pk, config=config, request=prepared.request,
             prompt_price_per_mtok=prepared.prices[0], completion_price_per_mtok=prepared.prices[1],
+            prefill=prepared.assistant.content, conversation_title=prepared.title,
+            turn_id=prepared.assistant.turn_id,
         )
-        assistant_view = frames.MessageView.from_row(prepared.assistant)
-        if announce_kind == "append":
-            announce = frames.turn_started(frames.MessageView.from_row(prepared.user_message), [assistant_view])
-            announce += prepared.extra_frame
-        else:
-            announce = frames.replace(prepared.replaces, assistant_view)
         stream_fn = None
         if not prepared.base_url.startswith("sim://"):
             try:
                 await acheck_base_url(base_url, allow_private=not settings.PLAYGROUND_REFUSE_PRIVATE_URLS)
             except ValueError as exc:
                 stream_fn = _failing_stream(str(exc))
-        registry.start(spec, announce=announce, stream_fn=stream_fn, snapshot_meta=assistant_view.snapshot)
+        a = prepared.assistant
+        nav = {
+            "sibling_index": getattr(a, "sibling_index", 0), "sibling_count": getattr(a, "sibling_count", 1),
+            "prev_sibling_id": getattr(a, "prev_sibling_id", None),
+        }
+        registry.start(
+            spec, announce=prepared.announce, stream_fn=stream_fn,
+            snapshot_meta={**a.settings_snapshot, "_nav": nav},
+        )
 
 
 def _failing_stream(message: str):  # noqa: ANN202
-    from chat.providers.base import ProviderError
-
     async def stream(config: EndpointConfig, request: ChatRequest):  # noqa: ANN202
         raise ProviderError(message, code="base_url_refused")
         yield  # pragma: no cover
@@ -205,34 +305,31 @@ def _failing_stream(message: str):  # noqa: ANN202
     return stream
 
 
-class PreparedTurn:
-    """What the sync preparation hands to async code (plain values and rows, no lazy access)."""
-
-    def __init__(self, **kw: Any) -> None:
-        self.__dict__.update(kw)
-
-    user_message: Message
-    assistant: Message
-    replaces: Any
-    base_url: str
-    api_key: str
-    extra_headers: dict[str, str]
-    api_style: str
-    stream_options: bool
-    request: ChatRequest
-    prices: tuple[float | None, float | None]
-    extra_frame: str
+# ---- sync preparation (runs in a worker thread) ---------------------------------------------
 
 
-def _history(thread: list[Message]) -> tuple[ChatMessage, ...]:
-    """The messages sent upstream: the active branch's user messages and finished answers."""
+def thread_views(conversation: Conversation) -> list[frames.MessageView]:
+    """The active branch as views; a running turn's live state wins over its row."""
+    views = []
+    for m in selectors.conversation_thread(conversation=conversation):
+        live = registry.live_view(m.id) if m.status == MessageStatus.STREAMING else None
+        view = frames.MessageView.from_row(
+            m, sibling_index=m.sibling_index, sibling_count=m.sibling_count
+        )
+        if live is not None:
+            view.content, view.reasoning, view.status = live.content, live.reasoning, live.status
+        views.append(view)
+    return views
+
+
+def history(thread: list[Message]) -> tuple[ChatMessage, ...]:
+    """The messages sent upstream: exactly the active branch as shown (system, user, assistant
+    messages; answers that failed with no text are left out)."""
     out = []
     for m in thread:
-        if m.role == "user":
-            out.append(ChatMessage("user", m.content))
-        elif m.role == "assistant" and m.content and m.status in (
-            MessageStatus.COMPLETE, MessageStatus.STOPPED, MessageStatus.INTERRUPTED
-        ):
+        if m.role in ("user", "system"):
+            out.append(ChatMessage(m.role, m.content))
+        elif m.role == "assistant" and m.content and m.status != MessageStatus.STREAMING:
             out.append(ChatMessage("assistant", m.content))
     return tuple(out)
 
@@ -248,7 +345,33 @@ def _owns_message(*, user: Any, conversation_id: int, message_id: Any) -> bool:
     return Message.objects.filter(pk=message_id, conversation_id=conversation_id, conversation__owner=user).exists()
 
 
-def _prepare_send(*, user: Any, conversation_id: int, cleaned: dict[str, Any], params: dict[str, Any]) -> PreparedTurn | str:
+def _get_message(user: Any, conversation_id: int, message_id: Any) -> Message | None:
+    try:
+        return Message.objects.select_related("conversation", "conversation__endpoint").get(
+            pk=message_id, conversation_id=conversation_id, conversation__owner=user
+        )
+    except Message.DoesNotExist:
+        return None
+
+
+def _sidebar(user: Any, conversation_id: int) -> str:
+    return frames.sidebar(list(selectors.conversation_list_for_user(user=user)[:200]), current_id=conversation_id)
+
+
+def _prepared(
+    conversation: Conversation, endpoint: Any, assistant: Message, announce: str, request: ChatRequest
+) -> PreparedTurn:
+    return PreparedTurn(
+        assistant=assistant, announce=announce, base_url=endpoint.base_url, api_key=endpoint.get_api_key(),
+        extra_headers=endpoint.get_extra_headers(), api_style=endpoint.api_style,
+        stream_options=endpoint.stream_options, request=request,
+        prices=_prices(endpoint, request.model), title=conversation.title,
+    )
+
+
+def _prepare_send(
+    *, user: Any, conversation_id: int, cleaned: dict[str, Any], params: dict[str, Any], runs: bool
+) -> PreparedTurn | tuple[str, str] | str:
     try:
         conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
         endpoint = selectors.endpoint_get_for_user(user=user, endpoint_id=cleaned["endpoint_id"])
@@ -256,64 +379,118 @@ def _prepare_send(*, user: Any, conversation_id: int, cleaned: dict[str, Any], p
         return "Not sent: no such endpoint."
     thread = selectors.conversation_thread(conversation=conversation)
     leaf = thread[-1] if thread else None
-    if leaf is not None and leaf.role == "assistant" and leaf.status == MessageStatus.STREAMING:
+    if leaf is not None and leaf.status == MessageStatus.STREAMING:
         return "Wait for the current answer to finish, or stop it, before sending."
+    role = cleaned["role"]
+    if not runs:
+        services.message_append(
+            conversation=conversation, role=role, content=cleaned["content"], parent_id=leaf.pk if leaf else None
+        )
+        conversation.refresh_from_db()
+        return frames.thread(thread_views(conversation)), _sidebar(user, conversation.pk)
     started = services.turn_start(
         conversation=conversation, turn_id=cleaned["turn_id"], content=cleaned["content"],
         parent_id=leaf.pk if leaf else None, endpoint=endpoint, model=cleaned["model"],
-        system_prompt=cleaned.get("system_prompt") or "", params=params,
+        system_prompt=cleaned.get("system_prompt") or "", params=params, role=role,
     )
     if not started.created:
         return "This message was sent already."
-    user_message = Message(
-        id=started.user_message_id, conversation=conversation, role="user", content=cleaned["content"],
-        status=MessageStatus.COMPLETE, turn_id=cleaned["turn_id"],
-    )
+    conversation.refresh_from_db()
     assistant = Message.objects.get(pk=started.assistant_message_ids[0])
-    user_message.created_at = assistant.created_at
-    history = _history(thread) + (ChatMessage("user", cleaned["content"]),)
-    sidebar = frames.sidebar(
-        list(selectors.conversation_list_for_user(user=user)[:200]), current_id=conversation.pk
+    if role == "user":
+        user_message = Message.objects.get(pk=started.user_message_id)
+        announce = frames.turn_started(frames.MessageView.from_row(user_message), [frames.MessageView.from_row(assistant)])
+        hist = history(thread) + (ChatMessage("user", cleaned["content"]),)
+    else:
+        announce = frames.turn_started(None, [frames.MessageView.from_row(assistant)])
+        hist = history(thread) + (ChatMessage("assistant", cleaned["content"]),)
+    announce += _sidebar(user, conversation.pk)
+    request = ChatRequest(
+        model=cleaned["model"], messages=hist, system=cleaned.get("system_prompt") or "", params=params
     )
-    return PreparedTurn(
-        user_message=user_message, assistant=assistant, replaces=None, extra_frame=sidebar,
-        base_url=endpoint.base_url, api_key=endpoint.get_api_key(),
-        extra_headers=endpoint.get_extra_headers(), api_style=endpoint.api_style,
-        stream_options=endpoint.stream_options,
-        request=ChatRequest(
-            model=cleaned["model"], messages=history, system=cleaned.get("system_prompt") or "", params=params
-        ),
-        prices=_prices(endpoint, cleaned["model"]),
-    )
+    return _prepared(conversation, endpoint, assistant, announce, request)
 
 
-def _prepare_retry(*, user: Any, conversation_id: int, message_id: Any) -> PreparedTurn | str:
-    try:
-        failed = Message.objects.select_related("conversation", "conversation__endpoint").get(
-            pk=message_id, conversation_id=conversation_id, conversation__owner=user, role="assistant"
-        )
-    except Message.DoesNotExist:
-        return "Not retried: no such message."
-    if failed.status == MessageStatus.STREAMING:
+def _prepare_regenerate(*, user: Any, conversation_id: int, message_id: Any, keep_text: bool) -> PreparedTurn | str:
+    old = _get_message(user, conversation_id, message_id)
+    if old is None or old.role != "assistant":
+        return "No such message."
+    if old.status == MessageStatus.STREAMING:
         return "This answer is still streaming."
-    conversation: Conversation = failed.conversation
+    conversation = old.conversation
     endpoint = conversation.endpoint
     if endpoint is None:
-        return "Not retried: the endpoint of this conversation was deleted. Pick another one."
+        return "The endpoint of this conversation was deleted. Pick another one and send again."
     thread = selectors.conversation_thread(conversation=conversation)
     ids = [m.pk for m in thread]
-    if failed.parent_id not in ids:
-        return "Not retried: that answer is not on the current branch."
-    upto = thread[: ids.index(failed.parent_id) + 1]
-    assistant = services.turn_retry(failed=failed)
-    return PreparedTurn(
-        user_message=None, assistant=assistant, replaces=failed.pk, extra_frame="",
-        base_url=endpoint.base_url, api_key=endpoint.get_api_key(),
-        extra_headers=endpoint.get_extra_headers(), api_style=endpoint.api_style,
-        stream_options=endpoint.stream_options,
-        request=ChatRequest(
-            model=conversation.model, messages=_history(upto), system=conversation.system_prompt,
-            params=conversation.params,
-        ),
-        prices=_prices(endpoint, conversation.model),
+    if old.pk not in ids:
+        return "That answer is not on the current branch."
+    shown = thread[ids.index(old.pk)]
+    upto = thread[: ids.index(old.pk)]
+    prefill = old.content if keep_text else ""
+    new = services.turn_regenerate(message=old, prefill=prefill)
+    hist = history(upto) + ((ChatMessage("assistant", prefill),) if prefill else ())
+    request = ChatRequest(
+        model=conversation.model, messages=hist, system=conversation.system_prompt, params=conversation.params
     )
+    new.sibling_index, new.sibling_count = shown.sibling_count, shown.sibling_count + 1
+    new.prev_sibling_id, new.next_sibling_id = old.pk, None
+    view = frames.MessageView.from_row(new)
+    return _prepared(conversation, endpoint, new, frames.replace(old.pk, view), request)
+
+
+def _select(*, user: Any, conversation_id: int, message_id: Any) -> str | None:
+    m = _get_message(user, conversation_id, message_id)
+    if m is None:
+        return None
+    services.conversation_select(conversation=m.conversation, message=m)
+    m.conversation.refresh_from_db()
+    return frames.thread(thread_views(m.conversation))
+
+
+def _delete(*, user: Any, conversation_id: int, message_id: Any) -> str:
+    m = _get_message(user, conversation_id, message_id)
+    if m is None:
+        return "Not deleted: no such message."
+    try:
+        services.message_delete(message=m)
+    except ValueError as exc:
+        return str(exc)
+    conversation = Conversation.objects.get(pk=conversation_id)
+    return frames.thread(thread_views(conversation))
+
+
+def _edit(*, user: Any, conversation_id: int, cleaned: dict[str, Any]) -> PreparedTurn | str:
+    m = _get_message(user, conversation_id, cleaned["message_id"])
+    if m is None:
+        return "Not edited: no such message."
+    conversation = m.conversation
+    if m.role == "user" and cleaned.get("resend"):
+        endpoint = conversation.endpoint
+        if endpoint is None:
+            return "The endpoint of this conversation was deleted. Pick another one and send again."
+        thread = selectors.conversation_thread(conversation=conversation)
+        ids = [x.pk for x in thread]
+        if m.pk not in ids:
+            return "That message is not on the current branch."
+        if any(x.status == MessageStatus.STREAMING for x in thread):
+            return "Wait for the current answer to finish, or stop it, first."
+        started = services.turn_start(
+            conversation=conversation, turn_id=cleaned["turn_id"], content=cleaned["content"],
+            parent_id=m.parent_id, endpoint=endpoint, model=conversation.model,
+            system_prompt=conversation.system_prompt, params=conversation.params, replaces_user=m,
+        )
+        if not started.created:
+            return "This edit was sent already."
+        conversation.refresh_from_db()
+        assistant = Message.objects.get(pk=started.assistant_message_ids[0])
+        hist = history(thread[: ids.index(m.pk)]) + (ChatMessage("user", cleaned["content"]),)
+        request = ChatRequest(
+            model=conversation.model, messages=hist, system=conversation.system_prompt, params=conversation.params
+        )
+        return _prepared(conversation, endpoint, assistant, frames.thread(thread_views(conversation)), request)
+    try:
+        services.message_edit(message=m, content=cleaned["content"])
+    except ValueError as exc:
+        return str(exc)
+    return frames.thread(thread_views(conversation))

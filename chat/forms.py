@@ -55,6 +55,8 @@ class ChatSendForm(ParamsForm):
 
     turn_id = forms.UUIDField()
     content = forms.CharField(max_length=200_000, strip=False)
+    role = forms.ChoiceField(choices=[("user", "user"), ("assistant", "assistant"), ("system", "system")], required=False)
+    mode = forms.ChoiceField(choices=[("send", "send"), ("append", "append")], required=False)
     endpoint_id = forms.IntegerField()
     model = forms.CharField(max_length=200)
     system_prompt = forms.CharField(required=False, max_length=100_000, strip=False)
@@ -70,6 +72,28 @@ class ChatSendForm(ParamsForm):
         if not model:
             raise forms.ValidationError("Pick or type a model id.")
         return model
+
+
+    def clean_role(self) -> str:
+        return self.cleaned_data.get("role") or "user"
+
+    def clean_mode(self) -> str:
+        return self.cleaned_data.get("mode") or "send"
+
+
+class EditForm(forms.Form):
+    """``edit`` frames: new text for a message; ``resend`` makes a user message a new branch."""
+
+    message_id = forms.UUIDField()
+    content = forms.CharField(max_length=200_000, strip=False)
+    resend = forms.BooleanField(required=False)
+    turn_id = forms.UUIDField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("resend") and not data.get("turn_id"):
+            data["turn_id"] = uuid.uuid4()
+        return data
 
 
 class TurnActionForm(forms.Form):
@@ -94,6 +118,14 @@ def parse_headers(text: str) -> dict[str, str]:
     return headers
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders its value back (like ``PasswordInput(render_value=False)``):
+    header values are secrets, also when a refused form is shown again."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
 class EndpointForm(forms.ModelForm):
     """Create/edit an endpoint. The key and header values are write-only: blank keeps them."""
 
@@ -103,7 +135,7 @@ class EndpointForm(forms.ModelForm):
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
     extra_headers = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3, "placeholder": "X-Org: my-team"}),
+        required=False, widget=WriteOnlyTextarea(attrs={"rows": 3, "placeholder": "X-Org: my-team"}),
         help_text="One 'Name: value' per line; values are stored encrypted. Leave blank to keep the current headers.",
     )
     clear_extra_headers = forms.BooleanField(required=False, label="Remove the stored headers")

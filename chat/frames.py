@@ -47,6 +47,11 @@ class MessageView:
     sibling_index: int = 0
     sibling_count: int = 1
     turn_id: uuid.UUID | None = None
+    prev_sibling_id: uuid.UUID | None = None
+    next_sibling_id: uuid.UUID | None = None
+    edited: bool = False
+    prefill_len: int = 0
+    conversation_id: int | None = None
 
     @classmethod
     def from_row(cls, m: Any, *, sibling_index: int = 0, sibling_count: int = 1) -> MessageView:
@@ -55,8 +60,19 @@ class MessageView:
             finish_reason=m.finish_reason, usage=m.usage or {}, metrics=m.metrics or {},
             error=m.error or {}, snapshot=m.settings_snapshot or {},
             started_at=m.created_at.timestamp() if m.created_at else None,
-            sibling_index=sibling_index, sibling_count=sibling_count, turn_id=m.turn_id,
+            sibling_index=getattr(m, "sibling_index", sibling_index),
+            sibling_count=getattr(m, "sibling_count", sibling_count), turn_id=m.turn_id,
+            prev_sibling_id=getattr(m, "prev_sibling_id", None), next_sibling_id=getattr(m, "next_sibling_id", None),
+            edited=m.edited, prefill_len=m.prefill_len, conversation_id=m.conversation_id,
         )
+
+    @property
+    def sibling_number(self) -> int:
+        return self.sibling_index + 1
+
+    @property
+    def content_html(self) -> str:
+        return render_markdown(self.content) if self.role != "user" else ""
 
     @property
     def dom_id(self) -> str:
@@ -65,10 +81,6 @@ class MessageView:
     @property
     def is_streaming(self) -> bool:
         return self.status == "streaming"
-
-    @property
-    def content_html(self) -> str:
-        return render_markdown(self.content) if self.role == "assistant" else ""
 
     @property
     def reasoning_html(self) -> str:
@@ -141,8 +153,9 @@ def render_message(view: MessageView, *, oob: bool | str = False) -> str:
     return render_to_string(MESSAGE_TEMPLATE, {"m": view, "oob": oob_value})
 
 
-def turn_started(user_view: MessageView, assistant_views: list[MessageView]) -> str:
-    inner = render_message(user_view) + "".join(render_message(v) for v in assistant_views)
+def turn_started(user_view: MessageView | None, assistant_views: list[MessageView]) -> str:
+    """Append the new user message (if any) and the answers' skeletons to ``#thread``."""
+    inner = (render_message(user_view) if user_view else "") + "".join(render_message(v) for v in assistant_views)
     return f'<div hx-swap-oob="beforeend:#thread">{inner}</div>'
 
 
@@ -179,3 +192,19 @@ def sidebar(conversations: list[Any], *, current_id: int | None) -> str:
         {"sidebar": conversations, "conversation": {"pk": current_id} if current_id else None},
     )
     return html_.replace('<ul id="conversation-list"', '<ul id="conversation-list" hx-swap-oob="true"', 1)
+
+
+def turn_finished_elsewhere(conversation_id: int, title: str, status: str) -> str:
+    """Tell a user's other tabs that an answer of theirs finished (with a link to it)."""
+    label = html.escape(title or "a conversation")
+    word = {"complete": "finished", "stopped": "was stopped", "error": "failed"}.get(status, status)
+    return (
+        f'<div id="notice" hx-swap-oob="true" class="notice notice-info" role="status">'
+        f'An answer in <a href="/c/{conversation_id}/">{label}</a> {word}.</div>'
+    )
+
+
+def thread(views: list[MessageView]) -> str:
+    """The whole active branch, replacing ``#thread`` (after a branch switch or an edit)."""
+    inner = "".join(render_message(v) for v in views)
+    return f'<div id="thread" class="thread" hx-swap-oob="true">{inner}</div>'

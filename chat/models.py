@@ -100,6 +100,10 @@ class Conversation(models.Model):
     model = models.CharField(max_length=200, blank=True, default="")
     system_prompt = models.TextField(blank=True, default="")
     params = models.JSONField(default=dict, blank=True)
+    # The message the view follows: the thread is root → current_leaf, then newest children.
+    current_leaf = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -158,6 +162,8 @@ class Message(models.Model):
     error = models.JSONField(default=dict, blank=True)
     settings_snapshot = models.JSONField(default=dict, blank=True)
     inspect = models.JSONField(default=dict, blank=True)  # request sent (redacted), raw events
+    edited = models.BooleanField(default=False)  # content changed by the user after the fact
+    prefill_len = models.PositiveIntegerField(default=0)  # leading chars the user wrote (prefill/continue)
     owner_process = models.CharField(max_length=64, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Not auto_now_add: turn_start sets it so a user message and its answer order correctly

@@ -83,6 +83,8 @@ def sanitize(fragment: str) -> str:
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
+        # Only table alignment: ``background:url(…)`` would auto-load a remote image.
+        filter_style_properties={"text-align"},
     )
 
 

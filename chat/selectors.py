@@ -5,7 +5,7 @@ May import: Django, chat.models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
@@ -53,32 +53,55 @@ def message_get_for_user(*, user: AbstractBaseUser, message_id: int | str) -> Me
         raise Http404("No such message") from exc
 
 
-@dataclass(frozen=True)
-class ThreadItem:
-    """One message on the active branch plus how many siblings it has (for 1/2 navigation)."""
+def _children_map(conversation: Conversation) -> tuple[dict[Any, list[Message]], dict[Any, Message]]:
+    messages = list(Message.objects.filter(conversation=conversation).order_by("created_at", "id"))
+    children: dict[Any, list[Message]] = {}
+    for m in messages:
+        children.setdefault(m.parent_id, []).append(m)
+    return children, {m.pk: m for m in messages}
 
-    message: Message
-    sibling_index: int
-    sibling_count: int
+
+def _newest_descendant(children: dict[Any, list[Message]], m: Message) -> Message:
+    while children.get(m.pk):
+        m = children[m.pk][-1]
+    return m
 
 
 def conversation_thread(*, conversation: Conversation) -> list[Message]:
-    """The active branch, root to leaf: at each step the newest child is followed.
+    """The active branch, root to leaf.
 
-    Returns messages in order; assistant messages of every status are included (the view shows
-    errors and stopped answers in place).
+    The path to ``conversation.current_leaf`` (when set and present), continued through the
+    newest child at each step; without a leaf, the newest root and newest children. Each
+    message gets ``sibling_index`` (0-based), ``sibling_count``, ``prev_sibling_id`` and
+    ``next_sibling_id`` attributes for the 1/2 navigation.
     """
-    messages = list(Message.objects.filter(conversation=conversation).order_by("created_at", "id"))
-    children: dict[int | None, list[Message]] = {}
-    for m in messages:
-        children.setdefault(m.parent_id, []).append(m)
-    thread: list[Message] = []
-    current: int | None = None
-    while current in children or (current is None and None in children):
-        kids = children.get(current)
-        if not kids:
-            break
-        chosen = kids[-1]
-        thread.append(chosen)
-        current = chosen.pk
-    return thread
+    children, by_id = _children_map(conversation)
+    if not by_id:
+        return []
+    leaf = by_id.get(conversation.current_leaf_id) if conversation.current_leaf_id else None
+    if leaf is None:
+        leaf = _newest_descendant(children, children[None][-1]) if children.get(None) else None
+        if leaf is None:
+            return []
+    else:
+        leaf = _newest_descendant(children, leaf)
+    path: list[Message] = []
+    node: Message | None = leaf
+    while node is not None:
+        path.append(node)
+        node = by_id.get(node.parent_id) if node.parent_id else None
+    path.reverse()
+    for m in path:
+        siblings = children.get(m.parent_id, [])
+        i = next(k for k, x in enumerate(siblings) if x.pk == m.pk)
+        m.sibling_index = i
+        m.sibling_count = len(siblings)
+        m.prev_sibling_id = siblings[i - 1].pk if i > 0 else None
+        m.next_sibling_id = siblings[i + 1].pk if i + 1 < len(siblings) else None
+    return path
+
+
+def message_newest_descendant(*, message: Message) -> Message:
+    """The newest leaf under ``message`` (itself when it has no children)."""
+    children, _ = _children_map(message.conversation)
+    return _newest_descendant(children, message)

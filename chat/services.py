@@ -203,11 +203,23 @@ def title_from_message(text: str, limit: int = 60) -> str:
 
 @dataclass(frozen=True)
 class TurnStarted:
-    """Ids created by :func:`turn_start`: the user message and one assistant message per lane."""
+    """Ids created by a turn: the user message (if any) and one assistant message per lane."""
 
     user_message_id: uuid.UUID | None
     assistant_message_ids: tuple[uuid.UUID, ...]
     created: bool  # False when the turn id existed already (a duplicate send)
+
+
+def _snapshot(endpoint: Endpoint, model: str, system_prompt: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "endpoint_id": endpoint.pk,
+        "endpoint_name": endpoint.name,
+        "api_style": endpoint.api_style,
+        "base_url": endpoint.base_url,
+        "model": model,
+        "system_prompt": system_prompt,
+        "params": params,
+    }
 
 
 def turn_start(
@@ -220,70 +232,168 @@ def turn_start(
     model: str,
     system_prompt: str,
     params: dict[str, Any],
+    role: str = "user",
+    replaces_user: Message | None = None,
 ) -> TurnStarted:
-    """Write the user message and the streaming assistant message in one transaction.
+    """Write a turn's rows and the conversation's settings in one transaction.
 
-    Two writing statements: one INSERT for both messages (UUID keys made here), one UPDATE of
-    the conversation's settings, title (first message) and ``updated_at``; no lane write. With
+    ``role="user"``: a user message with ``content`` and its streaming answer. ``role=
+    "assistant"``: only a streaming answer whose text starts with ``content`` (a prefill).
+    ``replaces_user``: an edited user message; the new one becomes its sibling (a branch).
+
+    Two writing statements: one INSERT for the rows (UUID keys made here), one UPDATE of the
+    conversation's settings, title (first message), ``current_leaf`` and ``updated_at``. With
     the final :func:`message_complete` a turn costs 3 writes plus its partial saves. A repeated
     ``turn_id`` returns ``created=False`` and writes nothing.
     """
     lane = conversation.lanes.order_by("position").first()
-    snapshot = {
-        "endpoint_id": endpoint.pk,
-        "endpoint_name": endpoint.name,
-        "api_style": endpoint.api_style,
-        "base_url": endpoint.base_url,
-        "model": model,
-        "system_prompt": system_prompt,
-        "params": params,
-    }
     now = timezone.now()
-    user_msg = Message(
-        id=uuid.uuid4(), conversation=conversation, lane=None, parent_id=parent_id, role="user",
-        turn_id=turn_id, content=content, status=MessageStatus.COMPLETE, created_at=now,
-    )
+    rows: list[Message] = []
+    user_msg = None
+    if role == "user":
+        user_msg = Message(
+            id=uuid.uuid4(), conversation=conversation, lane=None,
+            parent_id=replaces_user.parent_id if replaces_user else parent_id, role="user",
+            turn_id=turn_id, content=content, status=MessageStatus.COMPLETE, created_at=now,
+        )
+        rows.append(user_msg)
+        prefill = ""
+        answer_parent = user_msg.id
+    else:
+        prefill = content
+        answer_parent = parent_id
     assistant = Message(
-        id=uuid.uuid4(), conversation=conversation, lane=lane, parent_id=user_msg.id, role="assistant",
-        turn_id=turn_id, status=MessageStatus.STREAMING, settings_snapshot=snapshot,
+        id=uuid.uuid4(), conversation=conversation, lane=lane, parent_id=answer_parent, role="assistant",
+        turn_id=turn_id, content=prefill, prefill_len=len(prefill), status=MessageStatus.STREAMING,
+        settings_snapshot=_snapshot(endpoint, model, system_prompt, params),
         owner_process=PROCESS_ID, heartbeat_at=now, created_at=now + timedelta(microseconds=1),
     )
+    rows.append(assistant)
     fields: dict[str, Any] = {
         "endpoint": endpoint, "model": model, "system_prompt": system_prompt,
-        "params": params, "updated_at": now,
+        "params": params, "updated_at": now, "current_leaf_id": assistant.id,
     }
-    if not conversation.title:
+    if not conversation.title and role == "user":
         fields["title"] = title_from_message(content)
     try:
         with transaction.atomic():
-            Message.objects.bulk_create([user_msg, assistant])  # one INSERT, two rows
+            Message.objects.bulk_create(rows)  # one INSERT
             Conversation.objects.filter(pk=conversation.pk).update(**fields)
     except IntegrityError:
         return TurnStarted(None, (), created=False)
-    return TurnStarted(user_msg.pk, (assistant.pk,), created=True)
+    return TurnStarted(user_msg.id if user_msg else None, (assistant.id,), created=True)
 
 
-def turn_retry(*, failed: Message) -> Message:
-    """A new streaming assistant message beside ``failed`` (same parent), made with the
-    conversation's current settings snapshot. Two writing statements."""
-    conversation = failed.conversation
+def turn_regenerate(*, message: Message, prefill: str = "") -> Message:
+    """A new streaming answer beside ``message`` (same parent), made with the conversation's
+    current settings; ``prefill`` starts its text (``Continue`` passes the old answer).
+    Two writing statements (INSERT, conversation UPDATE)."""
+    conversation = message.conversation
     endpoint = conversation.endpoint
-    snapshot = dict(failed.settings_snapshot)
+    snapshot = dict(message.settings_snapshot)
     if endpoint is not None:
-        snapshot.update(
-            endpoint_id=endpoint.pk, endpoint_name=endpoint.name, api_style=endpoint.api_style,
-            base_url=endpoint.base_url, model=conversation.model,
-            system_prompt=conversation.system_prompt, params=conversation.params,
-        )
+        snapshot = _snapshot(endpoint, conversation.model, conversation.system_prompt, conversation.params)
+    now = timezone.now()
+    new = Message(
+        id=uuid.uuid4(), conversation=conversation, lane=message.lane, parent_id=message.parent_id,
+        role="assistant", turn_id=uuid.uuid4(), content=prefill, prefill_len=len(prefill),
+        status=MessageStatus.STREAMING, settings_snapshot=snapshot, owner_process=PROCESS_ID,
+        heartbeat_at=now, created_at=now,
+    )
+    with transaction.atomic():
+        Message.objects.bulk_create([new])
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now, current_leaf_id=new.id)
+    return new
+
+
+turn_retry = turn_regenerate
+
+
+def message_append(*, conversation: Conversation, role: str, content: str, parent_id: uuid.UUID | None) -> Message:
+    """Insert a message of any role (user, assistant, system) after ``parent_id`` without running
+    a turn; it becomes the current leaf."""
+    if role not in ("user", "assistant", "system"):
+        raise ValueError("role must be user, assistant or system")
     now = timezone.now()
     with transaction.atomic():
-        message = Message.objects.create(
-            conversation=conversation, lane=failed.lane, parent_id=failed.parent_id, role="assistant",
-            turn_id=uuid.uuid4(), status=MessageStatus.STREAMING, settings_snapshot=snapshot,
-            owner_process=PROCESS_ID, heartbeat_at=now,
+        m = Message.objects.create(
+            conversation=conversation, role=role, content=content, parent_id=parent_id,
+            status=MessageStatus.COMPLETE, edited=True, created_at=now,
+            lane=conversation.lanes.order_by("position").first() if role == "assistant" else None,
         )
-        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now)
+        fields: dict[str, Any] = {"updated_at": now, "current_leaf_id": m.id}
+        if not conversation.title and role == "user":
+            fields["title"] = title_from_message(content)
+        Conversation.objects.filter(pk=conversation.pk).update(**fields)
+    return m
+
+
+def message_edit(*, message: Message, content: str) -> Message:
+    """Change a finished message's text in place (assistant answers, system and user messages
+    alike); the next request sends exactly the edited history. Refused while streaming."""
+    if message.status == MessageStatus.STREAMING:
+        raise ValueError("This answer is still streaming; stop it first.")
+    message.content = content
+    message.edited = True
+    message.save(update_fields=["content", "edited", "updated_at"])
     return message
+
+
+def message_delete(*, message: Message) -> None:
+    """Delete a message and everything under it; the view falls back to its parent's branch."""
+    if message.status == MessageStatus.STREAMING:
+        raise ValueError("This answer is still streaming; stop it first.")
+    conversation = message.conversation
+    with transaction.atomic():
+        parent_id = message.parent_id
+        message.delete()
+        Conversation.objects.filter(pk=conversation.pk).update(
+            current_leaf_id=parent_id, updated_at=timezone.now()
+        )
+
+
+def conversation_select(*, conversation: Conversation, message: Message) -> None:
+    """Follow ``message``'s branch (the 1/2 navigation): its newest descendant becomes the leaf."""
+    from chat.selectors import message_newest_descendant
+
+    leaf = message_newest_descendant(message=message)
+    Conversation.objects.filter(pk=conversation.pk).update(current_leaf_id=leaf.id)
+
+
+def conversation_fork(*, conversation: Conversation, upto: Message | None = None) -> Conversation:
+    """Copy the active branch (up to ``upto``, inclusive) into a new conversation of the same owner."""
+    from chat.selectors import conversation_thread
+
+    thread = conversation_thread(conversation=conversation)
+    if upto is not None:
+        ids = [m.pk for m in thread]
+        thread = thread[: ids.index(upto.pk) + 1] if upto.pk in ids else thread
+    with transaction.atomic():
+        fork = Conversation.objects.create(
+            owner=conversation.owner, title=f"{conversation.title or 'Untitled'} (fork)"[:200],
+            endpoint=conversation.endpoint, model=conversation.model,
+            system_prompt=conversation.system_prompt, params=conversation.params,
+        )
+        lane = Lane.objects.create(conversation=fork, position=0, endpoint=fork.endpoint, model=fork.model)
+        copies: list[Message] = []
+        parent = None
+        base = timezone.now()
+        for i, m in enumerate(thread):
+            status = m.status if m.status != MessageStatus.STREAMING else MessageStatus.INTERRUPTED
+            copy = Message(
+                id=uuid.uuid4(), conversation=fork, lane=lane if m.role == "assistant" else None,
+                parent_id=parent, role=m.role, turn_id=uuid.uuid4(), content=m.content,
+                reasoning=m.reasoning, status=status, finish_reason=m.finish_reason, usage=m.usage,
+                usage_raw=m.usage_raw, metrics=m.metrics, error=m.error,
+                settings_snapshot=m.settings_snapshot, edited=m.edited, prefill_len=m.prefill_len,
+                created_at=base + timedelta(microseconds=i),
+            )
+            copies.append(copy)
+            parent = copy.id
+        Message.objects.bulk_create(copies)
+        if copies:
+            Conversation.objects.filter(pk=fork.pk).update(current_leaf_id=copies[-1].id)
+    return fork
 
 
 def message_save_partial(*, message_id: uuid.UUID, content: str, reasoning: str) -> bool:
@@ -332,19 +442,37 @@ def message_complete(
     return bool(updated)
 
 
-def messages_mark_interrupted(*, stale_after_s: float = 30.0) -> int:
-    """Mark turns whose heartbeat is stale as ``interrupted`` (partial text kept).
+def messages_mark_interrupted(
+    *,
+    stale_after_s: float = 10.0,
+    live_ids: frozenset[uuid.UUID] | set[uuid.UUID] = frozenset(),
+    conversation_id: int | None = None,
+) -> int:
+    """Mark dead turns ``interrupted`` (partial text kept, can be retried). Returns rows changed.
 
-    Live turns of this process are skipped; another process's turn is touched only when its
-    heartbeat is older than ``stale_after_s``. Returns the number of rows changed.
+    Dead means: owned by this process but not running in it (``live_ids``), or owned by another
+    process whose heartbeat (partial save, every ``PLAYGROUND_PARTIAL_SAVE_S``) is older than
+    ``stale_after_s``. A live turn of another process is never touched. One UPDATE.
     """
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
-    return (
-        Message.objects.filter(status=MessageStatus.STREAMING)
-        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
-        .exclude(owner_process=PROCESS_ID)
-        .update(
-            status=MessageStatus.INTERRUPTED,
-            error={"message": "The server stopped while this answer was streaming.", "code": "interrupted"},
-        )
+    qs = Message.objects.filter(status=MessageStatus.STREAMING)
+    if conversation_id is not None:
+        qs = qs.filter(conversation_id=conversation_id)
+    mine_dead = Q(owner_process=PROCESS_ID) & ~Q(pk__in=list(live_ids))
+    theirs_stale = ~Q(owner_process=PROCESS_ID) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+    dead = qs.filter(mine_dead | theirs_stale)
+    if not dead.exists():  # the usual case: a read, not a write
+        return 0
+    return dead.update(
+        status=MessageStatus.INTERRUPTED,
+        error={"message": "The server stopped while this answer was streaming; the text so far is kept.",
+               "code": "interrupted"},
+    )
+
+
+def message_heartbeat(*, message_id: uuid.UUID) -> bool:
+    """Touch a streaming turn's heartbeat when no new text arrived (a long wait for the first
+    token must not look like a dead turn). One UPDATE, only while ``streaming``."""
+    return bool(
+        Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(heartbeat_at=timezone.now())
     )

@@ -67,6 +67,9 @@ class TurnSpec:
     request: ChatRequest
     prompt_price_per_mtok: float | None = None
     completion_price_per_mtok: float | None = None
+    prefill: str = ""  # text the answer starts with (a prefill, or Continue's old answer)
+    turn_id: uuid.UUID | None = None
+    conversation_title: str = ""
 
 
 class Subscriber:
@@ -77,9 +80,10 @@ class Subscriber:
     skeleton before any delta) and a slow socket never slows the upstream read.
     """
 
-    def __init__(self, push: Callable[[str], None], user_id: int) -> None:
+    def __init__(self, push: Callable[[str], None], user_id: int, conversation_id: int | None = None) -> None:
         self.push = push
         self.user_id = user_id
+        self.conversation_id = conversation_id
         self.cursors: dict[tuple[uuid.UUID, str], int] = {}
 
     def __repr__(self) -> str:  # pragma: no cover
@@ -116,11 +120,16 @@ class LiveTurn:
 
     def view(self) -> frames.MessageView:
         """The message as it stands now (for snapshot frames and mid-turn page loads)."""
+        nav = self.snapshot_meta.get("_nav", {})
         return frames.MessageView(
+            sibling_index=nav.get("sibling_index", 0), sibling_count=nav.get("sibling_count", 1),
+            prev_sibling_id=nav.get("prev_sibling_id"), next_sibling_id=None,
             id=self.message_id, role="assistant", content=self.text, reasoning=self.reasoning,
             status=self.status, finish_reason=self.finish_reason,
             usage=usage_dict(self.usage), metrics=self.metrics, error=self.error,
             snapshot=self.snapshot_meta, started_at=self.started_at,
+            conversation_id=self.spec.conversation_id, prefill_len=len(self.spec.prefill),
+            turn_id=self.spec.turn_id,
         )
 
     def subscribe(self, sub: Subscriber) -> str:
@@ -141,11 +150,13 @@ class TurnRegistry:
     def __init__(self) -> None:
         self.turns: dict[uuid.UUID, LiveTurn] = {}
         self.watchers: dict[int, set[Subscriber]] = {}
+        self.by_user: dict[int, set[Subscriber]] = {}
 
     # -- subscribers ------------------------------------------------------------------
     def watch(self, conversation_id: int, sub: Subscriber) -> list[str]:
         """Subscribe to a conversation: future turns and snapshots of running ones (sync)."""
         self.watchers.setdefault(conversation_id, set()).add(sub)
+        self.by_user.setdefault(sub.user_id, set()).add(sub)
         return [
             t.subscribe(sub) for t in self.turns.values() if t.spec.conversation_id == conversation_id
         ]
@@ -154,6 +165,9 @@ class TurnRegistry:
         self.watchers.get(conversation_id, set()).discard(sub)
         if not self.watchers.get(conversation_id):
             self.watchers.pop(conversation_id, None)
+        self.by_user.get(sub.user_id, set()).discard(sub)
+        if not self.by_user.get(sub.user_id):
+            self.by_user.pop(sub.user_id, None)
         for t in self.turns.values():
             t.subscribers.discard(sub)
 
@@ -163,6 +177,15 @@ class TurnRegistry:
 
     def running_count(self) -> int:
         return len(self.turns)
+
+    def live_ids(self) -> set[uuid.UUID]:
+        return set(self.turns)
+
+    def tell_user_elsewhere(self, user_id: int, conversation_id: int, frame: str) -> None:
+        """Push ``frame`` to the user's sockets that watch other conversations (other tabs)."""
+        for sub in list(self.by_user.get(user_id, ())):
+            if sub.conversation_id != conversation_id:
+                sub.push(frame)
 
     # -- lifecycle --------------------------------------------------------------------
     def start(
@@ -179,11 +202,11 @@ class TurnRegistry:
         Every watcher of the conversation first gets ``announce`` (the frame that puts the
         message skeleton on the page), then is subscribed at offset 0, in one synchronous step.
         """
-        turn = LiveTurn(spec=spec, snapshot_meta=snapshot_meta or {})
+        turn = LiveTurn(spec=spec, snapshot_meta=snapshot_meta or {}, text=spec.prefill)
         for sub in self.watchers.get(spec.conversation_id, ()):
             if announce:
                 sub.push(announce)
-            sub.cursors[(spec.message_id, "text")] = 0
+            sub.cursors[(spec.message_id, "text")] = len(turn.text)
             sub.cursors[(spec.message_id, "reasoning")] = 0
             turn.subscribers.add(sub)
         self.turns[spec.message_id] = turn
@@ -247,7 +270,6 @@ class TurnRunner:
         self.partial_save_s = settings.PLAYGROUND_PARTIAL_SAVE_S if partial_save_s is None else partial_save_s
         self.raw_events: list[dict[str, str]] = []
         self._raw_bytes = 0
-        self._last_save = time.monotonic()
         self._save_task: asyncio.Task[None] | None = None
 
     # -- publishing -------------------------------------------------------------------
@@ -288,19 +310,24 @@ class TurnRunner:
             self.turn.subscribers.discard(sub)
 
     # -- persistence ------------------------------------------------------------------
-    def _maybe_save_partial(self) -> None:
-        now = time.monotonic()
-        if now - self._last_save < self.partial_save_s:
-            return
-        if self._save_task is not None and not self._save_task.done():
-            return
-        self._last_save = now
-        self.turn.partial_saves += 1
-        self._save_task = asyncio.get_running_loop().create_task(
-            database_sync_to_async(services.message_save_partial)(
-                message_id=self.turn.message_id, content=self.turn.text, reasoning=self.turn.reasoning
-            )
-        )
+    async def _saver(self) -> None:
+        """Every ``partial_save_s``: save the text so far (or only the heartbeat when nothing
+        new arrived). Runs beside the token path, never awaited by it; one write at a time."""
+        turn = self.turn
+        saved = (len(turn.text), len(turn.reasoning))
+        while True:
+            await asyncio.sleep(self.partial_save_s)
+            if turn._done:
+                return
+            now = (len(turn.text), len(turn.reasoning))
+            turn.partial_saves += 1
+            if now != saved:
+                saved = now
+                await database_sync_to_async(services.message_save_partial)(
+                    message_id=turn.message_id, content=turn.text, reasoning=turn.reasoning
+                )
+            else:
+                await database_sync_to_async(services.message_heartbeat)(message_id=turn.message_id)
 
     def _record_raw(self, ev: RawEvent) -> None:
         if len(self.raw_events) >= MAX_RAW_EVENTS or self._raw_bytes >= MAX_RAW_BYTES:
@@ -313,6 +340,7 @@ class TurnRunner:
         turn = self.turn
         spec = turn.spec
         pump = asyncio.get_running_loop().create_task(self._pump())
+        self._save_task = asyncio.get_running_loop().create_task(self._saver())
         status = "complete"
         try:
             # Make the stream (and the loop's HTTP client) before the clock starts: TTFT is
@@ -325,13 +353,11 @@ class TurnRunner:
                         self.tc.token(answer=True)
                         turn.text += ev.text
                         turn._dirty.set()
-                        self._maybe_save_partial()
                 elif isinstance(ev, ReasoningDelta):
                     if ev.text:
                         self.tc.token(answer=False)
                         turn.reasoning += ev.text
                         turn._dirty.set()
-                        self._maybe_save_partial()
                 elif isinstance(ev, RawEvent):
                     self.tc.byte()
                     self._record_raw(ev)
@@ -389,9 +415,12 @@ class TurnRunner:
         except Exception:  # pragma: no cover
             pump.cancel()
         if self._save_task is not None:
+            # A save in flight may land before or after the final write: the final write is
+            # unconditional on text, and partial saves are conditional on ``streaming``.
+            self._save_task.cancel()
             try:
-                await asyncio.shield(self._save_task)
-            except Exception:  # a partial save may lose the race; the final write wins
+                await self._save_task
+            except (asyncio.CancelledError, Exception):
                 pass
         inspect = {
             "request": self._request_for_inspect(),
@@ -416,6 +445,10 @@ class TurnRunner:
         for sub in list(turn.subscribers):
             self._send(sub, frame)
         self.registry._forget(turn)
+        self.registry.tell_user_elsewhere(
+            spec.user_id, spec.conversation_id,
+            frames.turn_finished_elsewhere(spec.conversation_id, spec.conversation_title, status),
+        )
 
     def _request_for_inspect(self) -> dict[str, Any]:
         spec = self.turn.spec

@@ -15,6 +15,7 @@ urlpatterns = [
     path("c/<int:conversation_id>/", views.conversation, name="conversation"),
     path("c/<int:conversation_id>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("c/<int:conversation_id>/fork/", views.conversation_fork, name="conversation_fork"),
     path("m/<uuid:message_id>/inspect/", views.message_inspect, name="message_inspect"),
     path("endpoints/", views.endpoint_list, name="endpoints"),
     path("endpoints/new/", views.endpoint_edit, name="endpoint_new"),

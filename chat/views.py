@@ -10,6 +10,7 @@ chat.turns (read-only live views), chat.providers.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -31,7 +32,7 @@ from chat.models import SiteSettings
 from chat.providers import get_adapter
 from chat.providers.base import EndpointConfig, ProviderError
 from chat.providers.http import get_client
-from chat.turns import registry
+from chat.consumers import thread_views
 
 # ---- accounts ------------------------------------------------------------------------------
 
@@ -107,7 +108,11 @@ def endpoint_list(request: HttpRequest) -> HttpResponse:
 def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpResponse:
     """Create (no id) or edit an endpoint. Secrets are write-only: blank keeps the stored ones."""
     endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id) if endpoint_id else None
-    form = forms.EndpointForm(request.POST or None, instance=endpoint, allow_private=_allow_private())
+    # The form gets a copy: ModelForm validation writes the posted values onto its instance, and
+    # endpoint_update compares the stored base URL with the new one (to drop cached models).
+    form = forms.EndpointForm(
+        request.POST or None, instance=copy.copy(endpoint) if endpoint else None, allow_private=_allow_private()
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         headers = data.get("extra_headers")
@@ -144,8 +149,13 @@ def endpoint_delete(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 def endpoint_base_url_for_request(request: HttpRequest, base_url: str) -> str:
     """Resolve ``sim://`` to the simulator of the server that received this request."""
     if base_url.startswith("sim://"):
-        host, _, port = request.get_host().rpartition(":")
-        return f"http://127.0.0.1:{port or request.META.get('SERVER_PORT', '8000')}/simulator/v1"
+        # The port this server listens on (ASGI scope "server"), not the Host header's: behind a
+        # proxy, or on port 80/443, the Host header has another port or none at all.
+        port = str(request.META.get("SERVER_PORT") or "")
+        if not port.isdigit() or port == "0":
+            _, sep, host_port = request.get_host().rpartition(":")
+            port = host_port if sep and host_port.isdigit() else "8000"
+        return f"http://127.0.0.1:{port}/simulator/v1"
     return base_url
 
 
@@ -219,15 +229,6 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
-def _thread_views(conversation: Any) -> list[MessageView]:
-    thread = selectors.conversation_thread(conversation=conversation)
-    views = []
-    for m in thread:
-        live = registry.live_view(m.id) if m.status == "streaming" else None
-        views.append(live or MessageView.from_row(m))
-    return views
-
-
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
     endpoints = list(selectors.endpoint_list_for_user(user=request.user))
@@ -238,7 +239,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         request, "chat/conversation.html",
         {
             "conversation": conv,
-            "thread": _thread_views(conv),
+            "thread": thread_views(conv),
             "endpoints": endpoints,
             "sidebar": selectors.conversation_list_for_user(user=request.user)[:200],
             "params_form": params,
@@ -272,6 +273,19 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
             "sidebar": selectors.conversation_list_for_user(user=request.user)[:200], "conversation": conv,
         })
     return redirect("chat:conversation", conversation_id=conv.pk)
+
+
+@require_POST
+def conversation_fork(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Copy the active branch (up to ``upto``) into a new conversation and open it."""
+    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    upto = None
+    if request.POST.get("upto"):
+        upto = selectors.message_get_for_user(user=request.user, message_id=request.POST["upto"])
+        if upto.conversation_id != conv.pk:
+            raise Http404("No such message")
+    fork = services.conversation_fork(conversation=conv, upto=upto)
+    return redirect("chat:conversation", conversation_id=fork.pk)
 
 
 @require_POST

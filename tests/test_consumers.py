@@ -245,8 +245,11 @@ async def test_second_user_cannot_act_on_another_users_ids(alice, bob, fresh_sim
     # Bob tries to stop and to retry Alice's message.
     await comm_b.send_json_to({"action": "stop", "message_id": mid_a})
     assert "no such message" in await comm_b.receive_from(timeout=5)
-    await comm_b.send_json_to({"action": "retry", "message_id": mid_a})
-    assert "no such message" in await comm_b.receive_from(timeout=5)
+    for action in ("retry", "regenerate", "continue", "select", "delete"):
+        await comm_b.send_json_to({"action": action, "message_id": mid_a})
+        assert "no such message" in (await comm_b.receive_from(timeout=5)).lower()
+    await comm_b.send_json_to({"action": "edit", "message_id": mid_a, "content": "hijack", "resend": "true"})
+    assert "no such message" in (await comm_b.receive_from(timeout=5)).lower()
     rest, fmid, status = await until_final(comm_a)
     assert fmid == mid_a and status == "complete"
     await registry.drain()

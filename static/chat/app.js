@@ -11,7 +11,7 @@
     });
   }
 
-  var pendingTurn = null;
+  var pendingTurn = null, appendPending = false;
 
   function thread() { return document.getElementById("thread"); }
   function nearBottom() {
@@ -24,6 +24,14 @@
     var t = thread();
     if (t) t.scrollTop = t.scrollHeight;
   }
+
+  // Esc stops the running answer.
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape") {
+      var stop = document.querySelector(".msg-assistant.status-streaming button.stop");
+      if (stop) { e.preventDefault(); stop.click(); }
+    }
+  });
 
   // Enter sends, Shift+Enter adds a line.
   document.addEventListener("keydown", function (e) {
@@ -38,16 +46,37 @@
   // Remember which turn we sent; the text stays in the box until the server shows the message.
   document.addEventListener("htmx:wsConfigSend", function (e) {
     var form = document.getElementById("composer");
+    var ev = e.detail.triggeringEvent, submitter = ev && ev.submitter;
+    var asker = e.target.closest && e.target.closest("[data-confirm]");
+    if (asker && !window.confirm(asker.getAttribute("data-confirm"))) { e.preventDefault(); return; }
+    if (e.target.classList && e.target.classList.contains("edit-form")) {
+      e.detail.parameters.resend = submitter && submitter.value === "resend" ? "true" : "";
+      if (e.detail.parameters.resend) e.detail.parameters.turn_id = uuid4();
+      e.target.hidden = true;
+      return;
+    }
     if (form && e.target === form) {
-      pendingTurn = form.querySelector("[name=turn_id]").value;
+      e.detail.parameters.mode = (submitter && submitter.value === "append") || e.detail.parameters.role === "system" ? "append" : "send";
+      pendingTurn = e.detail.parameters.mode === "append" ? null : form.querySelector("[name=turn_id]").value;
+      if (e.detail.parameters.mode === "append") appendPending = true;
       var send = document.getElementById("send");
       if (send) send.disabled = true;
       setTimeout(function () { if (send) send.disabled = false; }, 1500);
     }
   });
 
-  function afterFrame() {
+  function clearComposer() {
     var form = document.getElementById("composer");
+    form.querySelector("[name=content]").value = "";
+    form.querySelector("[name=turn_id]").value = uuid4();
+    pendingTurn = null;
+    var send = document.getElementById("send");
+    if (send) send.disabled = false;
+  }
+
+  function afterFrame(frameText) {
+    var form = document.getElementById("composer");
+    if (appendPending && frameText && frameText.indexOf('id="thread"') >= 0) { appendPending = false; clearComposer(); }
     if (pendingTurn && form && document.querySelector('[data-turn-id="' + pendingTurn + '"]')) {
       form.querySelector("[name=content]").value = "";
       form.querySelector("[name=turn_id]").value = uuid4();
@@ -75,8 +104,8 @@
     }
     target.setAttribute("data-end", end);
   });
-  document.addEventListener("htmx:wsAfterMessage", function () {
-    afterFrame();
+  document.addEventListener("htmx:wsAfterMessage", function (e) {
+    afterFrame(e.detail && e.detail.message);
     if (stick) scrollDown();
   });
   // A snapshot for a message the page does not show yet: append it.
@@ -123,12 +152,25 @@
     if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, done);
     else { var ta = document.createElement("textarea"); ta.value = text; document.body.appendChild(ta); ta.select(); try { document.execCommand("copy"); } catch (err) {} ta.remove(); done(); }
   }
+  // Inline editors.
+  document.addEventListener("click", function (e) {
+    var open = e.target.closest && e.target.closest("button.edit-open");
+    if (open) {
+      var f = open.closest(".msg").querySelector(".edit-form");
+      f.hidden = !f.hidden;
+      if (!f.hidden) f.querySelector("textarea").focus();
+      return;
+    }
+    var cancel = e.target.closest && e.target.closest("button.edit-cancel");
+    if (cancel) cancel.closest(".edit-form").hidden = true;
+  });
+
   document.addEventListener("click", function (e) {
     var b = e.target.closest && e.target.closest("button.copy-msg, button.copy-code");
     if (!b) return;
     if (b.classList.contains("copy-msg")) {
       var raw = b.closest(".msg").querySelector("textarea.raw");
-      copy(raw ? raw.value : "", b);
+      copy(raw ? raw.textContent : "", b);  // textContent keeps CR (value normalizes it)
     } else {
       var code = b.closest(".codeblock").querySelector("pre");
       copy(code ? code.textContent : "", b);
