@@ -34,6 +34,7 @@ from django.conf import settings
 from django.http import Http404
 
 from chat import frames, selectors, services
+from chat.cluster import RemoteTurns, cluster, conversation_group, user_group
 from chat.forms import ChatSendForm, EditForm, TurnActionForm
 from chat.models import Conversation, Message, MessageStatus
 from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig, ProviderError
@@ -98,9 +99,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.writer = asyncio.get_running_loop().create_task(self._write())
         self.subscriber = Subscriber(self.queue.put_nowait, self.user.pk, conversation.pk)
+        self.remote = RemoteTurns(self.queue.put_nowait, self._ask_snapshot)
+        self.owner_channels: dict[Any, str] = {}
+        if cluster.enabled:
+            # Join the conversation's group before asking for snapshots (nothing is missed).
+            await cluster.start()
+            await self.channel_layer.group_add(conversation_group(conversation.pk), self.channel_name)
+            await self.channel_layer.group_add(user_group(self.user.pk), self.channel_name)
         # Snapshot of every running turn of this conversation, registered in the same step.
         for frame in registry.watch(self.conversation_id, self.subscriber):
             self.queue.put_nowait(frame)
+        if cluster.enabled:
+            for mid, owner_channel in await database_sync_to_async(_remote_streaming)(self.conversation_id):
+                if mid not in registry.turns:
+                    self.owner_channels[mid] = owner_channel
+                    self.remote.want_snapshot(str(mid))
         # Turns left "streaming" by a dead process become "interrupted" (lazily, here).
         changed = await database_sync_to_async(services.messages_mark_interrupted)(
             stale_after_s=STALE_AFTER_S, live_ids=registry.live_ids(), conversation_id=self.conversation_id
@@ -123,6 +136,55 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             registry.unwatch(self.conversation_id, self.subscriber)
             self.queue.put_nowait(None)
             self.subscriber = None
+            if cluster.enabled:
+                await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
+                await self.channel_layer.group_discard(user_group(self.user.pk), self.channel_name)
+
+    # -- turns of other processes (channel layer; see chat.cluster) ------------------------
+    def _ask_snapshot(self, mid: Any) -> None:
+        owner = self.owner_channels.get(mid)
+
+        async def ask() -> None:
+            channel = owner or await database_sync_to_async(_owner_channel)(mid)
+            if channel:
+                await cluster.send_to_owner(channel, {
+                    "type": "turn.snapshot.request", "mid": str(mid), "reply": self.channel_name,
+                })
+
+        asyncio.get_running_loop().create_task(ask())
+
+    async def turn_started(self, event: dict[str, Any]) -> None:
+        if self.subscriber is not None:
+            self.remote.started(event)
+
+    async def turn_delta(self, event: dict[str, Any]) -> None:
+        if self.subscriber is not None:
+            self.remote.delta(event)
+
+    async def turn_snapshot(self, event: dict[str, Any]) -> None:
+        if self.subscriber is not None:
+            self.remote.snapshot(event)
+
+    async def turn_final(self, event: dict[str, Any]) -> None:
+        if self.subscriber is not None:
+            self.remote.final(event)
+
+    async def turn_gone(self, event: dict[str, Any]) -> None:
+        """The owner finished before answering our snapshot request: show the stored row."""
+        if self.subscriber is None:
+            return
+        self.remote.turns.pop(event["mid"], None)
+        html = await database_sync_to_async(_final_from_row)(event["mid"], self.conversation_id)
+        if html:
+            self.queue.put_nowait(html)
+
+    async def user_notice(self, event: dict[str, Any]) -> None:
+        if (
+            self.subscriber is not None
+            and event.get("origin") != services.PROCESS_ID
+            and event.get("conversation_id") != self.conversation_id
+        ):
+            self.queue.put_nowait(event["html"])
 
     def notice(self, text: str, level: str = "error") -> None:
         if self.subscriber is not None:
@@ -212,7 +274,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if not ok:
             self.notice("Not stopped: no such message.")
             return
-        registry.stop(mid)
+        if not registry.stop(mid) and cluster.enabled:
+            # Running in another process: Stop goes to its owner's channel.
+            channel = await database_sync_to_async(_owner_channel)(mid)
+            await cluster.send_to_owner(channel, {"type": "turn.stop", "mid": str(mid)})
 
     async def handle_regenerate(self, data: dict[str, Any], *, keep_text: bool = False) -> None:
         mid = self._message_id(data, "regenerated")
@@ -339,6 +404,23 @@ def _prices(endpoint: Any, model: str) -> tuple[float | None, float | None]:
         if info.get("id") == model:
             return info.get("prompt_price_per_mtok"), info.get("completion_price_per_mtok")
     return None, None
+
+
+def _remote_streaming(conversation_id: int) -> list[tuple[Any, str]]:
+    return list(
+        Message.objects.filter(conversation_id=conversation_id, status=MessageStatus.STREAMING)
+        .exclude(owner_process=services.PROCESS_ID)
+        .values_list("id", "owner_channel")
+    )
+
+
+def _owner_channel(mid: Any) -> str:
+    return Message.objects.filter(pk=mid).values_list("owner_channel", flat=True).first() or ""
+
+
+def _final_from_row(mid: Any, conversation_id: int) -> str:
+    m = Message.objects.filter(pk=mid, conversation_id=conversation_id).first()
+    return frames.final(frames.MessageView.from_row(m)) if m else ""
 
 
 def _owns_message(*, user: Any, conversation_id: int, message_id: Any) -> bool:

@@ -165,6 +165,7 @@ class Message(models.Model):
     edited = models.BooleanField(default=False)  # content changed by the user after the fact
     prefill_len = models.PositiveIntegerField(default=0)  # leading chars the user wrote (prefill/continue)
     owner_process = models.CharField(max_length=64, blank=True, default="")
+    owner_channel = models.CharField(max_length=120, blank=True, default="")  # channel layer name
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Not auto_now_add: turn_start sets it so a user message and its answer order correctly
     # inside one multi-row INSERT.

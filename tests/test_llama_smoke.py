@@ -21,6 +21,12 @@ pytestmark = [pytest.mark.real_upstream]
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
+# SmolLM2-135M (Q4_1) at temperature 0 answers "The capital of France is Paris." only with a
+# system prompt; without one its template injects "You are a helpful AI assistant named
+# SmolLM..." and greedy decoding rambles in French ("L'Étoile, la Marseillaise, ...").
+SYSTEM = "You are a helpful assistant."
+PARIS = "What is the capital of France?"
+
 
 @pytest.fixture(scope="module")
 def paths():
@@ -56,9 +62,9 @@ def sse_events(resp: httpx.Response) -> list[tuple[str | None, str]]:
         elif line.startswith(":"):
             continue
         elif line.startswith("event:"):
-            event = line[len("event:"):].strip()
+            event = line[len("event:") :].strip()
         elif line.startswith("data:"):
-            data.append(line[len("data:"):].lstrip())
+            data.append(line[len("data:") :].lstrip())
     if data:
         events.append((event, "\n".join(data)))
     return events
@@ -84,7 +90,7 @@ def test_smollm2_chat_stream_paris_with_usage(smollm):
         f"{smollm.base_url}/chat/completions",
         {
             "model": "smollm2",
-            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PARIS}],
             "temperature": 0,
             "max_tokens": 40,
             "stream": True,
@@ -98,7 +104,12 @@ def test_smollm2_chat_stream_paris_with_usage(smollm):
         (ch.get("delta") or {}).get("content") or "" for c in chunks for ch in c.get("choices", [])
     )
     assert "Paris" in text, text
-    finishes = [ch.get("finish_reason") for c in chunks for ch in c.get("choices", []) if ch.get("finish_reason")]
+    finishes = [
+        ch.get("finish_reason")
+        for c in chunks
+        for ch in c.get("choices", [])
+        if ch.get("finish_reason")
+    ]
     assert finishes and finishes[-1] in ("stop", "length")
     usage = [c["usage"] for c in chunks if c.get("usage")]
     assert usage, "no usage chunk despite stream_options.include_usage"
@@ -128,7 +139,9 @@ def test_think_model_streams_reasoning_content(think):
         if (ch.get("delta") or {}).get("reasoning_content")
     ]
     assert len(reasoning) >= 2, chunks
-    content = "".join((ch.get("delta") or {}).get("content") or "" for c in chunks for ch in c.get("choices", []))
+    content = "".join(
+        (ch.get("delta") or {}).get("content") or "" for c in chunks for ch in c.get("choices", [])
+    )
     assert "<think>" not in content and "<think>" not in "".join(reasoning)
     assert [c["usage"] for c in chunks if c.get("usage")][-1]["completion_tokens"] > 0
 
@@ -170,16 +183,18 @@ def test_smollm2_messages_stream(smollm):
             "max_tokens": 40,
             "temperature": 0,
             "stream": True,
-            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "system": SYSTEM,
+            "messages": [{"role": "user", "content": PARIS}],
         },
         headers={"anthropic-version": "2023-06-01"},
     )
     names = [e for e, _ in events]
     assert names[0] == "message_start" and names[-1] == "message_stop"
     payloads = json_payloads(events)
-    assert all(p["type"] == e for (e, _), p in zip(events, payloads))
+    assert all(p["type"] == e for (e, _), p in zip(events, payloads, strict=True))
     text = "".join(
-        p["delta"]["text"] for p in payloads
+        p["delta"]["text"]
+        for p in payloads
         if p["type"] == "content_block_delta" and p["delta"]["type"] == "text_delta"
     )
     assert "Paris" in text, text
@@ -219,7 +234,8 @@ def test_smollm2_responses_stream(smollm):
         f"{smollm.base_url}/responses",
         {
             "model": "smollm2",
-            "input": "What is the capital of France?",
+            "instructions": SYSTEM,
+            "input": PARIS,
             "max_output_tokens": 40,
             "temperature": 0,
             "stream": True,

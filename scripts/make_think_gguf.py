@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Generate a tiny random-weight "reasoning" GGUF for llama.cpp's llama-server.
+
+The model is a 2-layer, 64-wide llama that reuses SmolLM2's GPT-2 style tokenizer
+(copied from the SmolLM2-135M-Instruct GGUF) and carries a Qwen3 / DeepSeek-R1 style
+ChatML chat template whose generation prompt ends with ``<think>\\n``. Its weights are
+random (fixed seed), so it writes gibberish, but llama-server's chat parser treats
+everything it generates after the opened ``<think>`` as reasoning: OpenAI chat streams
+``delta.reasoning_content``, /v1/messages streams ``thinking`` blocks and /v1/responses
+streams reasoning items. With a reasoning budget (``thinking_budget_tokens`` in the
+request, Anthropic ``thinking.budget_tokens`` or ``--reasoning-budget N``) llama-server
+forces ``</think>`` after N tokens and the rest of the output becomes ordinary content.
+
+Deterministic: same tokenizer input + same seed -> byte-identical file.
+
+Usage:
+    python scripts/make_think_gguf.py --tokenizer-from ~/.cache/playground/llama-server-X/smollm2.gguf \\
+        --out ~/.cache/playground/llama-server-X/think-tiny.gguf
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import gguf
+except ImportError:  # pragma: no cover
+    sys.exit("make_think_gguf.py needs the `gguf` package (pip install gguf)")
+
+SEED = 20240229
+
+N_LAYER = 2
+N_EMBD = 64
+N_HEAD = 4
+N_HEAD_KV = 2
+N_FF = 128
+N_CTX = 4096
+HEAD_DIM = N_EMBD // N_HEAD
+
+# ChatML, as SmolLM2's tokenizer knows <|im_start|>/<|im_end|> as special tokens.
+# Modelled on Qwen3 / QwQ / DeepSeek-R1-Distill templates:
+# - earlier assistant turns render their reasoning_content inside <think>...</think>;
+# - the generation prompt opens "<think>\n" (thinking on, the default);
+# - enable_thinking=false closes it right away with an empty "<think>\n\n</think>\n\n".
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}\n"
+    "{%- if message.role == 'assistant' -%}\n"
+    "{%- set content = message.content if message.content is string else '' -%}\n"
+    "{%- set reasoning = '' -%}\n"
+    "{%- if message.reasoning_content is defined and message.reasoning_content is string -%}\n"
+    "{%- set reasoning = message.reasoning_content -%}\n"
+    "{%- elif '</think>' in content -%}\n"
+    "{%- set reasoning = content.split('</think>')[0].split('<think>')[-1] -%}\n"
+    "{%- set content = content.split('</think>')[-1] -%}\n"
+    "{%- endif -%}\n"
+    "{{- '<|im_start|>assistant\\n' -}}\n"
+    "{%- if reasoning -%}\n"
+    "{{- '<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' -}}\n"
+    "{%- endif -%}\n"
+    "{{- content.lstrip('\\n') + '<|im_end|>\\n' -}}\n"
+    "{%- else -%}\n"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n"
+    "{%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "{{- '<|im_start|>assistant\\n' -}}\n"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}\n"
+    "{{- '<think>\\n\\n</think>\\n\\n' -}}\n"
+    "{%- else -%}\n"
+    "{{- '<think>\\n' -}}\n"
+    "{%- endif -%}\n"
+    "{%- endif -%}\n"
+)
+
+# Arrays are re-added as plain lists; GGUFWriter infers STRING / INT32 element types.
+TOKENIZER_KEYS_ARRAY = (
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges",
+)
+TOKENIZER_KEYS_SCALAR = {
+    "tokenizer.ggml.model": gguf.GGUFValueType.STRING,
+    "tokenizer.ggml.pre": gguf.GGUFValueType.STRING,
+    "tokenizer.ggml.bos_token_id": gguf.GGUFValueType.UINT32,
+    "tokenizer.ggml.eos_token_id": gguf.GGUFValueType.UINT32,
+    "tokenizer.ggml.unknown_token_id": gguf.GGUFValueType.UINT32,
+    "tokenizer.ggml.padding_token_id": gguf.GGUFValueType.UINT32,
+    "tokenizer.ggml.add_bos_token": gguf.GGUFValueType.BOOL,
+    "tokenizer.ggml.add_space_prefix": gguf.GGUFValueType.BOOL,
+}
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("PLAYGROUND_CACHE", Path.home() / ".cache" / "playground"))
+
+
+def find_tokenizer_source() -> Path | None:
+    candidates = sorted(default_cache_dir().glob("llama-server-*/smollm2.gguf"))
+    return candidates[-1] if candidates else None
+
+
+def build(tokenizer_from: Path, out: Path, seed: int = SEED) -> Path:
+    reader = gguf.GGUFReader(str(tokenizer_from))
+    fields = reader.fields
+    tokens = fields["tokenizer.ggml.tokens"].contents()
+    n_vocab = len(tokens)
+
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape: int, std: float) -> np.ndarray:
+        return (rng.standard_normal(shape, dtype=np.float32) * np.float32(std)).astype(np.float32)
+
+    tmp = out.with_name(out.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), "llama")
+    writer.add_type(gguf.GGUFType.MODEL)
+    writer.add_name("think-tiny (random weights, SmolLM2 tokenizer)")
+    writer.add_description(
+        "Random-weight test model for reasoning parsing; generated by scripts/make_think_gguf.py "
+        f"(seed {seed}). Output is gibberish by design."
+    )
+    writer.add_context_length(N_CTX)
+    writer.add_embedding_length(N_EMBD)
+    writer.add_block_count(N_LAYER)
+    writer.add_feed_forward_length(N_FF)
+    writer.add_head_count(N_HEAD)
+    writer.add_head_count_kv(N_HEAD_KV)
+    writer.add_rope_dimension_count(HEAD_DIM)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(n_vocab)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+
+    for key, vtype in TOKENIZER_KEYS_SCALAR.items():
+        if key in fields:
+            value = fields[key].contents()
+            if vtype == gguf.GGUFValueType.STRING:
+                writer.add_string(key, value)
+            elif vtype == gguf.GGUFValueType.BOOL:
+                writer.add_bool(key, bool(value))
+            else:
+                writer.add_uint32(key, int(value))
+    for key in TOKENIZER_KEYS_ARRAY:
+        if key in fields:
+            writer.add_array(key, list(fields[key].contents()))
+    writer.add_chat_template(CHAT_TEMPLATE)
+
+    # Tensors: numpy shape is (rows=out, cols=in); GGUF stores ne reversed.
+    # The two vocab-sized matrices are F16 to halve the file; a separate (untied) random
+    # output projection keeps greedy decoding from just echoing the last input token.
+    writer.add_tensor("token_embd.weight", rand(n_vocab, N_EMBD, std=1.0).astype(np.float16))
+    writer.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    writer.add_tensor("output.weight", rand(n_vocab, N_EMBD, std=0.5).astype(np.float16))
+    n_kv = N_HEAD_KV * HEAD_DIM
+    for i in range(N_LAYER):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_q.weight", rand(N_EMBD, N_EMBD, std=0.25))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", rand(n_kv, N_EMBD, std=0.25))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", rand(n_kv, N_EMBD, std=0.25))
+        writer.add_tensor(f"blk.{i}.attn_output.weight", rand(N_EMBD, N_EMBD, std=0.25))
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", rand(N_FF, N_EMBD, std=0.25))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", rand(N_FF, N_EMBD, std=0.25))
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", rand(N_EMBD, N_FF, std=0.25))
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(tmp, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tokenizer-from",
+        type=Path,
+        default=None,
+        help="GGUF to copy the tokenizer from (default: cached smollm2.gguf)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output path (default: next to the tokenizer source, think-tiny.gguf)",
+    )
+    parser.add_argument("--seed", type=int, default=SEED)
+    args = parser.parse_args(argv)
+
+    src = args.tokenizer_from or find_tokenizer_source()
+    if src is None or not src.exists():
+        parser.error(
+            "no tokenizer source; run scripts/build-llama-server.sh or pass --tokenizer-from"
+        )
+    out = args.out or src.with_name("think-tiny.gguf")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    build(src, out, seed=args.seed)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
