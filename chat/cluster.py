@@ -99,9 +99,12 @@ class Cluster:
                 msg = await self.layer.receive(self.channel_name)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("cluster receive failed", exc_info=True)
-                await asyncio.sleep(0.5)
+            except Exception as exc:
+                # redis-py raises TimeoutError when a blocking pop outlives its socket timeout
+                # on an idle channel: a normal wake-up, not a failure.
+                if type(exc).__name__ != "TimeoutError":
+                    log.warning("cluster receive failed", exc_info=True)
+                    await asyncio.sleep(0.5)
                 continue
             kind = msg.get("type")
             try:

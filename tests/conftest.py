@@ -41,6 +41,12 @@ _marker_counts: dict[str, Counter[str]] = {m: Counter() for m in (*GATED_MARKERS
 # ---- require-all and the summary ---------------------------------------------------------
 
 
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
+    """Browser tests last: sync Playwright keeps an event loop running on the main thread for
+    the rest of the session, which async tests after it cannot share."""
+    items.sort(key=lambda item: bool(item.get_closest_marker("browser")))
+
+
 def _gated(item: pytest.Item) -> list[str]:
     return [m for m in GATED_MARKERS if item.get_closest_marker(m)]
 

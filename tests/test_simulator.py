@@ -61,7 +61,8 @@ def _nullable_to_json_schema(node: Any) -> Any:
     """Seed 002 says ``openapi: 3.1`` but marks nulls with OpenAPI 3.0's ``nullable: true``,
     which JSON Schema 2020-12 ignores (so ``finish_reason: null``, ``logprobs: null``,
     ``code: null`` would fail although the seed's own examples use them). Turn each
-    ``nullable: true`` into an explicit null alternative."""
+    ``nullable: true`` into an explicit null alternative (also for the ``allOf: [$ref]`` +
+    ``nullable`` pattern of the ``/messages`` schemas, e.g. ``Message.stop_reason``)."""
     if isinstance(node, list):
         return [_nullable_to_json_schema(item) for item in node]
     if not isinstance(node, dict):
@@ -76,6 +77,8 @@ def _nullable_to_json_schema(node: Any) -> Any:
             key = "oneOf" if "oneOf" in out else "anyOf"
             alternatives = out.pop(key, None) or [{"$ref": out.pop("$ref")}]
             out[key] = [*alternatives, {"type": "null"}]
+        elif "allOf" in out:
+            out["anyOf"] = [{"allOf": out.pop("allOf")}, {"type": "null"}]
     return out
 
 

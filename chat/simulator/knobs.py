@@ -3,7 +3,10 @@
 A request picks its behaviour with a query string after the model id, for example
 ``sim-reasoning?ttft_ms=200&delay_ms=20&tokens_per_event=3&length=64&usage=last&fault=429``.
 The request header ``X-Simulator-Options`` carries the same syntax (without the model and the
-``?``) and overrides the model's values key by key. See :data:`KNOB_HELP` for every knob.
+``?``) and overrides the model's values key by key. See :data:`KNOB_HELP` for every knob. The
+same knobs drive every API style (``/chat/completions``, ``/messages``, ``/responses``); a few
+only matter to one of them (``reasoning_kind`` and ``event_lines`` to the event-typed streams,
+``sansa``/``routed_model``/``routing_ms`` to chat completions).
 
 Also the catalogue of simulated models (``GET /models``, seed 002 ``ModelMetadata``) and the
 per-model defaults.
@@ -19,9 +22,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 __all__ = [
+    "ENDING_FAULTS",
     "HTTP_FAULTS",
     "KNOB_HELP",
     "MODELS",
+    "SANSA_AUTO",
     "STREAM_FAULTS",
     "KnobError",
     "Knobs",
@@ -32,13 +37,35 @@ __all__ = [
 
 #: Faults answered with an HTTP error status instead of a stream (``echo_key`` is a 401).
 HTTP_FAULTS = frozenset(
-    {"400", "401", "402", "404", "408", "410", "413", "429", "500", "502", "503", "echo_key"}
+    {
+        "400",
+        "401",
+        "402",
+        "403",
+        "404",
+        "408",
+        "410",
+        "413",
+        "429",
+        "500",
+        "501",
+        "502",
+        "503",
+        "529",
+        "echo_key",
+        "tool_parse_error",
+    }
 )
 #: Faults that change a stream (``keepalive`` adds comment lines and combines with the others).
-STREAM_FAULTS = frozenset({"cut", "stall", "error_chunk", "keepalive"})
+STREAM_FAULTS = frozenset({"cut", "stall", "error_chunk", "error_event", "keepalive"})
+#: The stream faults that end a stream early (at most one applies: the first given).
+ENDING_FAULTS = ("cut", "stall", "error_chunk", "error_event")
 
 REASONING_FIELDS = ("reasoning", "reasoning_content", "think")
 USAGE_SHAPES = ("last", "beside", "none")
+REASONING_KINDS = ("text", "summary")
+#: The model id that asks Sansa (seed 001) to route.
+SANSA_AUTO = "sansa-auto"
 
 #: One line of help per knob: ``name: syntax, default - meaning``.
 KNOB_HELP: dict[str, str] = {
@@ -53,14 +80,19 @@ KNOB_HELP: dict[str, str] = {
     "<think>…</think> in content with the tags split across events",
     "usage": "last|beside|none, default last - usage in a final chunk with choices: [], on the "
     "chunk carrying finish_reason, or not at all",
-    "fault": "comma list (or repeated) of: 400,401,402,404,408,410,413,429,500,502,503 (that HTTP "
-    "error, bodies from the seeds; 429 has Retry-After), echo_key (401 whose message echoes the "
-    "bearer key), cut (end the body after fault_after token events: no finish, no [DONE]), "
-    "stall (after fault_after token events send nothing for stall_ms, then end like cut; ends "
-    'at once on disconnect), error_chunk (a data: {"error": ...} chunk after fault_after '
-    "token events, then end, no [DONE]), keepalive (': keep-alive' comment lines during the "
-    "TTFT and between token events; combines with the others). Without stream: cut sends half "
-    "the JSON body, stall delays the answer by stall_ms, error_chunk is a 500 with that error",
+    "fault": "comma list (or repeated) of: 400,401,402,403,404,408,410,413,429,500,501,502,503,"
+    "529 (that HTTP error in the API style's own error shape, bodies from the seeds; 429 has "
+    "Retry-After; /messages uses Anthropic's envelope with seed 004's error types), echo_key "
+    "(401 whose message echoes the bearer key), tool_parse_error (seed 002's "
+    "adapter_mapping_failed 400: the model's raw tool call did not parse), cut (end the body "
+    "after fault_after token events: no finish, no [DONE]), stall (after fault_after token "
+    "events send nothing for stall_ms, then end like cut; ends at once on disconnect), "
+    'error_chunk (a data: {"error": ...} chunk after fault_after token events, then end, no '
+    "[DONE]; /messages: an 'event: error' overloaded_error; /responses: a response.failed "
+    "event), error_event (like error_chunk, but /responses sends an 'error' event instead), "
+    "keepalive (': keep-alive' comment lines during the TTFT and between token events; "
+    "combines with the others). Without stream: cut sends half the JSON body, stall delays "
+    "the answer by stall_ms, error_chunk/error_event are a 500 (/messages: 529) with that error",
     "fault_after": "int 0..100000, default 3 - token events sent before cut/stall/error_chunk",
     "stall_ms": "int 0..3600000, default 600000 - how long a stall hangs (ends on disconnect)",
     "retry_after": "int 0..86400, default 7 - Retry-After seconds of fault=429",
@@ -74,6 +106,25 @@ KNOB_HELP: dict[str, str] = {
     "across two writes",
     "ascii": "0|1, default 0 - escape non-ASCII in JSON (\\uXXXX) instead of raw UTF-8 (raw "
     "U+2028 inside a data: line breaks parsers that split lines like str.splitlines)",
+    "tool": "0|1, default 0 - when the request has tools and tool_choice is not none, call the "
+    "first tool (or the one tool_choice names) with arguments built from its parameter schema; "
+    "tool_choice required/named (Anthropic any/tool) calls one without this knob. A request "
+    "whose last message is a tool result is answered with text quoting it, never a call",
+    "invalid_json": "0|1, default 0 - structured output (json_schema) answers with JSON that "
+    "violates the requested schema (json_object: with truncated, unparseable JSON)",
+    "reasoning_kind": "text|summary, default text - /responses streams reasoning as "
+    "response.reasoning_text.delta or response.reasoning_summary_text.delta",
+    "event_lines": "0|1, default 1 - /responses and /messages streams carry 'event:' lines "
+    "(0: only data: lines; the type stays in the JSON)",
+    "sansa": "0|1, default 1 for model sansa-auto - answer chat completions like Sansa (seed "
+    "001): usage.cost in USD and a top-level 'sansa' object; with this knob in "
+    "X-Simulator-Options a request without a model is routed too",
+    "routed_model": "a simulated model id, default sim-reasoning when reasoning is on, else "
+    "sim-fast - the model sansa-auto routes to (response 'model' and sansa.routed_model)",
+    "routing_ms": "int 0..600000, default 189 - sansa.routing_latency_ms (reported only: the "
+    "ttft_ms wait includes it)",
+    "refuse_thinking": "0|1, default 0 - /messages answers thinking {type: enabled|adaptive} "
+    "with seed 004's 400 invalid_request_error (SambaNova v1) instead of thinking",
 }
 
 
@@ -143,6 +194,17 @@ class Knobs:
     sse_ids: bool = False
     split_utf8: bool = False
     ascii: bool = False
+    tool: bool = False
+    invalid_json: bool = False
+    reasoning_kind: str = "text"
+    event_lines: bool = True
+    sansa: bool = False
+    routed_model: str | None = None
+    routing_ms: int = 189
+    refuse_thinking: bool = False
+    #: The knobs the request set itself (model query or header), not defaults: a request
+    #: field (Anthropic ``thinking``, Sansa ``reasoning``) wins over a default, not over these.
+    explicit: frozenset[str] = frozenset()
 
     def has(self, fault: str) -> bool:
         """True when ``fault`` (e.g. ``"cut"``, ``"429"``) is among this request's faults."""
@@ -155,13 +217,14 @@ class Knobs:
 
     @property
     def stream_fault(self) -> str | None:
-        """The first of ``cut``/``stall``/``error_chunk`` requested, if any."""
-        return next((f for f in self.fault if f in {"cut", "stall", "error_chunk"}), None)
+        """The first of ``cut``/``stall``/``error_chunk``/``error_event`` requested, if any."""
+        return next((f for f in self.fault if f in ENDING_FAULTS), None)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready copy (for the recorder)."""
         data = dataclasses.asdict(self)
         data["fault"] = list(self.fault)
+        data["explicit"] = sorted(self.explicit)
         return data
 
 
@@ -175,9 +238,24 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "stall_ms": (0, 3_600_000),
     "retry_after": (0, 86_400),
     "seed": (-(2**63), 2**63 - 1),
+    "routing_ms": (0, 600_000),
 }
 _BOOLS = frozenset(
-    {"reasoning", "require_key", "done", "crlf", "multiline", "sse_ids", "split_utf8", "ascii"}
+    {
+        "reasoning",
+        "require_key",
+        "done",
+        "crlf",
+        "multiline",
+        "sse_ids",
+        "split_utf8",
+        "ascii",
+        "tool",
+        "invalid_json",
+        "event_lines",
+        "sansa",
+        "refuse_thinking",
+    }
 )
 _TRUE = frozenset({"1", "true", "on", "yes"})
 _FALSE = frozenset({"0", "false", "off", "no"})
@@ -238,6 +316,22 @@ def _convert(key: str, raw: str) -> Any:
                 param=key,
             )
         return raw
+    if key == "reasoning_kind":
+        if raw not in REASONING_KINDS:
+            raise KnobError(
+                f"Invalid simulator option 'reasoning_kind': expected one of "
+                f"{', '.join(REASONING_KINDS)}, got '{raw}'.",
+                param=key,
+            )
+        return raw
+    if key == "routed_model":
+        if raw not in MODELS:
+            raise KnobError(
+                f"Invalid simulator option 'routed_model': expected one of "
+                f"{', '.join(MODELS)}, got '{raw}'.",
+                param=key,
+            )
+        return raw
     if key == "usage":
         if raw not in USAGE_SHAPES:
             raise KnobError(
@@ -266,7 +360,8 @@ def parse_knobs(model: str, header: str | None = None) -> Knobs:
     ``X-Simulator-Options`` header value (same query syntax, a leading ``?`` is allowed). Header
     values override the model's key by key (``fault`` too: the header's list replaces the
     model's). Model defaults come from :data:`MODELS` (``sim-reasoning`` turns reasoning on,
-    ``sim-slow`` is slow); any model id containing "reasoning" also defaults to reasoning on.
+    ``sim-slow`` is slow); any model id containing "reasoning" also defaults to reasoning on;
+    ``sansa-auto`` defaults to ``sansa=1``. ``Knobs.explicit`` names the knobs given.
 
     Raises :class:`KnobError` for an unknown knob or an invalid value.
     """
@@ -277,9 +372,12 @@ def parse_knobs(model: str, header: str | None = None) -> Knobs:
         values.update(spec.defaults)
     if "reasoning" in base:
         values["reasoning"] = True
+    if base == SANSA_AUTO:
+        values["sansa"] = True
     merged = _parse_pairs(query, "the model id")
     if header:
         merged.update(_parse_pairs(header.strip().removeprefix("?"), "X-Simulator-Options"))
     for key, raw in merged.items():
         values[key] = _convert(key, raw)
+    values["explicit"] = frozenset(merged)
     return Knobs(**values)

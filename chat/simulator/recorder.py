@@ -1,7 +1,9 @@
 """In-memory record of what the simulator received and sent, for tests and benchmarks.
 
-Each request becomes a :class:`RecordedRequest`: path, method, headers (API keys removed), the
-JSON body, the knobs, every piece of the response it wrote with a ``time.monotonic()`` stamp,
+Each request becomes a :class:`RecordedRequest`, the same way for every API style (the path,
+and ``dialect``, tell which): path, method, headers (API keys removed), the JSON body, the
+knobs, the attachments found in it (``media``: images and audio, decoded size and hash), every
+piece of the response it wrote with a ``time.monotonic()`` stamp,
 the number of tokens written, and whether (and when) the client disconnected, with the tokens
 written after that. API keys are never stored: only ``auth_present`` and ``auth_fingerprint``
 (:func:`key_fingerprint`, a sha256 hex prefix), and a key found anywhere else (another header,
@@ -39,9 +41,15 @@ def key_fingerprint(key: str) -> str:
 class RecordedEvent:
     """One write of the response.
 
-    ``kind``: ``headers``, ``role``, ``reasoning``, ``content``, ``finish``, ``usage``,
-    ``done``, ``keepalive``, ``retry``, ``error``, ``body`` (a whole non-streamed body) or
-    ``end``. ``t`` is ``time.monotonic()`` seconds; ``offset_ms`` is since the request arrived.
+    ``kind``: ``headers``, ``role`` (chat completions' first chunk), ``start``
+    (``message_start``; ``response.created``/``in_progress``), ``ping``, ``block`` (a content
+    block, output item or content part opening or closing, and the ``*.done`` events),
+    ``reasoning``, ``content``, ``tool`` (tool-call argument pieces), ``signature``
+    (Anthropic ``signature_delta``), ``finish`` (the chunk with ``finish_reason``;
+    ``message_delta``; ``response.completed``/``incomplete``), ``usage``, ``done`` (``[DONE]``;
+    ``message_stop``), ``keepalive``, ``retry``, ``error``, ``body`` (a whole non-streamed body)
+    or ``end``. Token-bearing kinds are ``reasoning``, ``content`` and ``tool`` in every
+    dialect. ``t`` is ``time.monotonic()`` seconds; ``offset_ms`` is since the request arrived.
     ``data`` is the text written (for ``headers``: the status line). ``tokens`` is the number
     of simulated tokens the write carried.
     """
@@ -86,7 +94,9 @@ class RecordedRequest:
     key_in_body: bool = False
     key_in_other_headers: bool = False
     model: str | None = None
+    dialect: str | None = None  # openai_chat, anthropic_messages, openai_responses, count_tokens
     knobs: dict[str, Any] | None = None
+    media: list[dict[str, Any]] = field(default_factory=list)
     stream: bool | None = None
     status: int | None = None
     events: list[RecordedEvent] = field(default_factory=list)
@@ -122,7 +132,9 @@ class RecordedRequest:
             "key_in_body": self.key_in_body,
             "key_in_other_headers": self.key_in_other_headers,
             "model": self.model,
+            "dialect": self.dialect,
             "knobs": self.knobs,
+            "media": self.media,
             "stream": self.stream,
             "status": self.status,
             "started_at": self.started_at,

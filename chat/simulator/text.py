@@ -21,6 +21,7 @@ May import: the standard library only (no Django).
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 __all__ = [
@@ -28,8 +29,10 @@ __all__ = [
     "answer_text",
     "count_prompt_tokens",
     "echo_words",
+    "media_note",
     "message_text",
     "reasoning_text",
+    "tool_result_answer",
 ]
 
 #: How many words of the user's last message the answer echoes ("You said: …").
@@ -223,3 +226,24 @@ def message_text(content: object) -> str:
                 parts.append(part)
         return " ".join(parts)
     return ""
+
+
+def media_note(images: int, audios: int) -> list[str]:
+    """Tokens saying what arrived: "I see 1 image. I hear 2 audio clips.\n\n" (``[]`` when
+    nothing did). Put before the answer so a test can check attachments reached the model."""
+    tokens: list[str] = []
+    if images:
+        tokens += ["I ", "see ", f"{images} ", "image" + ("s" if images != 1 else "") + ". "]
+    if audios:
+        tokens += ["I ", "hear ", f"{audios} ", "audio ", "clip" + ("s" if audios != 1 else "")]
+        tokens.append(". ")
+    if tokens:
+        tokens[-1] = tokens[-1].rstrip() + "\n\n"
+    return tokens
+
+
+def tool_result_answer(result: str) -> list[str]:
+    """Tokens of the answer to a tool result: "The tool returned: <result>" (the result as
+    sent, split after whitespace, so its text appears verbatim)."""
+    pieces = re.findall(r"\S+\s*|\s+", result)
+    return ["The ", "tool ", "returned: ", *pieces]
