@@ -8,6 +8,8 @@ UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_LINK_MODE := copy
+# Trust the system's CA store (/etc/ssl/certs), as pip and curl do, not only uv's bundled roots.
+export UV_SYSTEM_CERTS := 1
 
 .PHONY: run test install install-test chromium llama bench lint migrate
 

@@ -68,7 +68,9 @@ class Cluster:
         async with self._lock:
             if self._listener is not None and not self._listener.done():
                 return
-            self.channel_name = await self.layer.new_channel("turns.")
+            # The default prefix on purpose: channels-redis reads one process-local list per
+            # prefix under one lock, so a second prefix would starve the consumers' channels.
+            self.channel_name = await self.layer.new_channel()
             services.OWNER_CHANNEL = self.channel_name
             self._outbox = asyncio.Queue()
             loop = asyncio.get_running_loop()
