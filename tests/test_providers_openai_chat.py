@@ -22,14 +22,18 @@ from chat.providers import ADAPTERS, get_adapter, openai_chat
 from chat.providers.base import (
     ChatMessage,
     ChatRequest,
+    ContentPart,
     EndpointConfig,
     Finish,
+    LogprobsDelta,
     ModelInfo,
+    ModelOutputError,
     ProviderError,
     RawEvent,
     ReasoningDelta,
     ResponseStarted,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     Usage,
 )
@@ -1154,3 +1158,319 @@ async def test_bad_configuration_is_a_provider_error_without_the_key(config, fra
         assert exc.__context__ is None and exc.__cause__ is None
         for secret in config.secrets():
             assert secret not in exc.message
+
+
+# ---- issue 3: tools, structured output, logprobs, reasoning, parts, extra -----------------
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("auto", "auto"),
+        ("none", "none"),
+        ("required", "required"),
+        ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
+        (None, None),
+    ],
+)
+def test_build_request_tools_and_tool_choice(choice, expected):
+    request = ChatRequest(model="m", messages=(), tools=(WEATHER_TOOL,), tool_choice=choice)
+    _, _, body = build_request(CONFIG, request)
+    assert body["tools"] == [WEATHER_TOOL]
+    assert body.get("tool_choice") == expected
+
+
+def test_build_request_tool_choice_needs_tools():
+    _, _, body = build_request(CONFIG, ChatRequest(model="m", messages=(), tool_choice="required"))
+    assert "tools" not in body and "tool_choice" not in body
+
+
+@pytest.mark.parametrize(
+    ("response_format", "sent"),
+    [
+        (
+            {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "capitals",
+                    "strict": True,
+                    "schema": {
+                        "type": "object",
+                        "properties": {"capitals": {"type": "array", "items": {"type": "string"}}},
+                        "required": ["capitals"],
+                        "additionalProperties": False,
+                    },
+                },
+            },
+            True,
+        ),
+        ({"type": "json_object"}, True),
+        ({"type": "text"}, False),  # seed 002: not supported by chat completions, leave it out
+        (None, False),
+    ],
+)
+def test_build_request_response_format(response_format, sent):
+    request = ChatRequest(model="m", messages=(), response_format=response_format)
+    _, _, body = build_request(CONFIG, request)
+    assert body.get("response_format") == (response_format if sent else None)
+
+
+def test_build_request_logprobs_and_penalties():
+    request = ChatRequest(
+        model="m",
+        messages=(),
+        logprobs=True,
+        top_logprobs=5,
+        params={"frequency_penalty": 0.5, "presence_penalty": -1.0},
+    )
+    _, _, body = build_request(CONFIG, request)
+    assert (body["logprobs"], body["top_logprobs"]) == (True, 5)
+    assert (body["frequency_penalty"], body["presence_penalty"]) == (0.5, -1.0)
+    _, _, plain = build_request(CONFIG, ChatRequest(model="m", messages=(), logprobs=True))
+    assert plain["logprobs"] is True and "top_logprobs" not in plain
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "expected"),
+    [
+        ({}, {}),
+        ({"effort": "high"}, {"reasoning_effort": "high"}),
+        ({"effort": "xhigh"}, {"reasoning_effort": "xhigh"}),
+        (
+            {"effort": "medium", "max_tokens": None, "exclude": True},
+            {"reasoning": {"effort": "medium", "exclude": True}},
+        ),
+        ({"max_tokens": 1000}, {"reasoning": {"max_tokens": 1000}}),
+        ({"enabled": False}, {"reasoning": {"enabled": False}}),
+        ({"enable_thinking": True}, {"chat_template_kwargs": {"enable_thinking": True}}),
+        (
+            {"enable_thinking": False, "effort": "low"},
+            {"chat_template_kwargs": {"enable_thinking": False}, "reasoning_effort": "low"},
+        ),
+        ({"budget_tokens": 2048}, {}),
+    ],
+)
+def test_build_request_reasoning_forms(reasoning, expected):
+    request = ChatRequest(model="sansa-auto", messages=(), reasoning=reasoning)
+    _, _, body = build_request(CONFIG, request)
+    got = {
+        k: body[k] for k in ("reasoning", "reasoning_effort", "chat_template_kwargs") if k in body
+    }
+    assert got == expected
+
+
+def test_build_request_extra_passthrough_sansa_session_id():
+    request = ChatRequest(
+        model="sansa-auto",
+        messages=(ChatMessage("user", "Hi"),),
+        extra={
+            "session_id": "conv-42",
+            "metadata": {"call_name": "x"},
+            "messages": [],
+            "stream": 0,
+        },
+    )
+    _, _, body = build_request(CONFIG, request)
+    assert body["session_id"] == "conv-42" and body["metadata"] == {"call_name": "x"}
+    assert body["messages"] == [{"role": "user", "content": "Hi"}] and body["stream"] is True
+
+
+def test_build_request_user_parts_images_and_audio():
+    request = ChatRequest(
+        model="m",
+        messages=(
+            ChatMessage(
+                "user",
+                "Describe these.",
+                parts=(
+                    ContentPart("image", "image/jpeg", "/9j/4AAQ"),
+                    ContentPart("image", url="https://example.com/photo.jpg"),
+                    ContentPart("audio", "audio/mpeg", "SUQz"),
+                    ContentPart("audio", "", "T2dn", filename="note.ogg"),
+                    ContentPart("audio", "audio/x-m4a", "AAAA"),
+                ),
+            ),
+        ),
+    )
+    _, _, body = build_request(CONFIG, request)
+    assert body["messages"][-1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Describe these."},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/photo.jpg"}},
+            {"type": "input_audio", "input_audio": {"data": "SUQz", "format": "mp3"}},
+            {"type": "input_audio", "input_audio": {"data": "T2dn", "format": "ogg"}},
+            {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "m4a"}},
+        ],
+    }
+
+
+def test_build_request_sambanova_audio_content_form():
+    config = EndpointConfig(base_url="https://api.sambanova.ai/v1", api_key=KEY)
+    request = ChatRequest(
+        model="m",
+        messages=(ChatMessage("user", "", parts=(ContentPart("audio", "audio/wav", "UklG"),)),),
+    )
+    _, _, body = build_request(config, request)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "audio_content", "audio_content": {"content": "UklG"}}],
+        }
+    ]
+
+
+def test_build_request_tool_history():
+    from chat.providers.base import ToolCall
+
+    request = ChatRequest(
+        model="m",
+        messages=(
+            ChatMessage("user", "Weather?"),
+            ChatMessage(
+                "assistant",
+                "",
+                reasoning="not sent back",
+                tool_calls=(ToolCall("call_abc", "get_weather", '{"city":"Paris"}'),),
+            ),
+            ChatMessage("tool", '{"temp": 18}', tool_call_id="call_abc", name="get_weather"),
+            ChatMessage("assistant", "18 degrees."),
+        ),
+    )
+    _, _, body = build_request(CONFIG, request)
+    assert body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_abc",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_abc", "content": '{"temp": 18}'},
+        {"role": "assistant", "content": "18 degrees."},
+    ]
+
+
+async def test_unsupported_attachment_is_refused_before_sending():
+    request = ChatRequest(
+        model="m",
+        messages=(ChatMessage("user", "x", parts=(ContentPart("video", "video/mp4", "AAAA"),)),),
+    )
+    async with mock_client(fixture_bytes("no_usage")) as client:
+        events, error = await collect(client, request=request)
+    assert events == [] and client.requests == []
+    assert error.code == "unsupported_content" and "video" in error.message
+
+
+# ---- logprobs in the stream (seed 002 LogProbs example) -----------------------------------
+
+SEED_LOGPROBS = {
+    "content": [
+        {
+            "token": " Hello",
+            "logprob": -0.00012340000000000002,
+            "bytes": [32, 72, 101, 108, 108, 111],
+            "top_logprobs": [
+                {"token": " Hello", "logprob": -0.00012340000000000002, "bytes": [32, 72]},
+                {"token": " Hi", "logprob": -8.243, "bytes": [32, 72, 105]},
+            ],
+        },
+        {"token": "!", "logprob": -0.0023456, "bytes": [33], "top_logprobs": []},
+        {"token": "?", "logprob": "bad"},
+    ]
+}
+
+
+async def test_logprobs_delta_follows_its_text():
+    chunk = {"choices": [{"index": 0, "delta": {"content": " Hello!"}, "logprobs": SEED_LOGPROBS}]}
+    body = (
+        f"data: {json.dumps(chunk)}\n\n"
+        'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop","logprobs":null}]}\n\n'
+        "data: [DONE]\n\n"
+    ).encode()
+    async with mock_client(body) as client:
+        events, error = await collect(client)
+    assert error is None
+    assert semantic(events) == [
+        TextDelta(" Hello!"),
+        LogprobsDelta(
+            (
+                TokenLogprob(
+                    " Hello",
+                    -0.00012340000000000002,
+                    ((" Hello", -0.00012340000000000002), (" Hi", -8.243)),
+                ),
+                TokenLogprob("!", -0.0023456),
+            )
+        ),
+        Finish("stop"),
+    ]
+
+
+# ---- seed 002 ModelOutputError ------------------------------------------------------------
+
+
+async def test_model_output_error_chunk_yields_the_raw_output_before_the_error():
+    events, error = await replay("error_mid_stream", 3)
+    assert [e for e in events if isinstance(e, ModelOutputError)] == [
+        ModelOutputError("Model output could not be parsed as a tool call", "<tool>{bad json")
+    ]
+    assert isinstance(semantic(events)[-1], ModelOutputError)
+    assert error.code == "model_output_error"
+
+
+async def test_model_output_error_event_is_scrubbed():
+    payload = {"error": {"message": f"bad {KEY}", "model_output": f"echo {KEY}", "type": "x"}}
+    async with mock_client(f"data: {json.dumps(payload)}\n\n".encode()) as client:
+        events, _ = await collect(client)
+    (output,) = [e for e in events if isinstance(e, ModelOutputError)]
+    assert KEY not in output.message and KEY not in output.raw_output
+
+
+async def test_http_error_with_error_model_output():
+    """Seed 002 GeneralError ``error_model_output`` (``adapter_mapping_failed``) on a 400."""
+    body = json.dumps(
+        {
+            "error": {
+                "code": "adapter_mapping_failed",
+                "error_model_output": '{"name": "get_weather", "arguments": {city: "Bogotá"}}',
+                "message": "Failed to parse tool call from GPT OSS output",
+                "param": None,
+                "type": "server_error",
+            },
+            "request_id": "494e734dc82b4b37bd914238c79c3e6c",
+        }
+    ).encode()
+    async with mock_client(body, status=400, headers={"content-type": "application/json"}) as c:
+        events, error = await collect(c)
+    assert events == [
+        ModelOutputError(
+            "Failed to parse tool call from GPT OSS output",
+            '{"name": "get_weather", "arguments": {city: "Bogotá"}}',
+        )
+    ]
+    assert (error.status, error.code) == (400, "adapter_mapping_failed")
+    assert error.request_id == "494e734dc82b4b37bd914238c79c3e6c"
+
+
+def test_every_adapter_is_registered():
+    assert set(ADAPTERS) == {"openai_chat", "anthropic_messages", "openai_responses"}
+    for name, module in ADAPTERS.items():
+        assert module.API_STYLE == name
+        assert module.CONTENT_TYPES <= {"image", "audio"}
+        for attr in ("build_request", "stream", "list_models"):
+            assert callable(getattr(module, attr)), (name, attr)

@@ -6,7 +6,12 @@ An adapter module exposes:
   Inspect view;
 * ``async stream(client, config, request) -> AsyncIterator[Event]``: yields the events of
   :mod:`chat.providers.base`, raises only ``ProviderError``;
-* ``async list_models(client, config) -> list[ModelInfo]``.
+* ``async list_models(client, config) -> list[ModelInfo]``;
+* ``API_STYLE`` (its key in :data:`ADAPTERS`) and ``CONTENT_TYPES`` (the attachment types,
+  ``ContentPart.type``, it can carry).
+
+``anthropic_messages`` also has ``async count_tokens(client, config, request) -> int``
+(``POST {base}/messages/count_tokens``).
 
 ``client`` comes from :func:`chat.providers.http.get_client`. Error bodies are turned into
 ``ProviderError`` by :func:`chat.providers.errors.parse_error`.
@@ -18,15 +23,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import openai_chat
+from . import anthropic_messages, openai_chat, openai_responses
 
 ADAPTERS: dict[str, ModuleType] = {
     openai_chat.API_STYLE: openai_chat,
+    anthropic_messages.API_STYLE: anthropic_messages,
+    openai_responses.API_STYLE: openai_responses,
 }
 
 
 def get_adapter(api_style: str) -> ModuleType:
-    """The adapter module for ``api_style`` (``"openai_chat"``, …).
+    """The adapter module for ``api_style`` (``"openai_chat"``, ``"anthropic_messages"``,
+    ``"openai_responses"``).
 
     Raises ``ValueError`` for an API style without an adapter.
     """

@@ -207,9 +207,16 @@ class Usage:
 
 @dataclass(frozen=True)
 class Finish:
-    """The choice ended. ``reason``: stop | length | tool_calls | content_filter | … as sent."""
+    """The choice ended. ``reason``: stop | length | tool_calls | content_filter | … .
+
+    ``openai_chat`` sends the upstream's ``finish_reason`` as is. Adapters of other dialects map
+    their own terms onto that vocabulary (Anthropic ``end_turn`` → ``stop``, ``max_tokens`` →
+    ``length``, ``tool_use`` → ``tool_calls``; Responses ``incomplete`` with
+    ``max_output_tokens`` → ``length``) and keep the upstream's word in ``upstream_reason``.
+    """
 
     reason: str | None
+    upstream_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +293,9 @@ class ProviderError(Exception):
         }
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"ProviderError(status={self.status!r}, code={self.code!r}, message={self.message!r})"
+        return (
+            f"ProviderError(status={self.status!r}, code={self.code!r}, message={self.message!r})"
+        )
 
 
 REDACTED = "[REDACTED]"

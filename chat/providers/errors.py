@@ -28,7 +28,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
-from .base import ProviderError, scrub
+from .base import ChatRequest, ModelOutputError, ProviderError, scrub
 
 EXCERPT_CHARS = 2000
 MESSAGE_CHARS = 1000
@@ -293,4 +293,63 @@ def error_from_event(
         param=scrub(param, variants) if param else None,
         request_id=fields.get("request_id") or request_id,
         body_excerpt=scrub(data, variants)[:EXCERPT_CHARS],
+    )
+
+
+#: At most this many characters of a model's unparsable raw output are kept.
+RAW_OUTPUT_CHARS = 16000
+
+
+def model_output_error(payload: Any, secrets: list[str]) -> ModelOutputError | None:
+    """The ``ModelOutputError`` event for an error that carries the model's raw output, else None.
+
+    Seed 002 has two shapes: ``ModelOutputError`` ``{"error": {"code", "message",
+    "model_output", "param", "type"}}`` and ``GeneralError`` with
+    ``error.error_model_output`` (e.g. ``adapter_mapping_failed`` on ``/responses``: the model
+    wrote a tool call that is not valid JSON). Adapters yield this event just before raising the
+    ``ProviderError`` for the same error, so the UI can show what the model wrote. ``message``
+    (≤ 1,000 chars) and ``raw_output`` (≤ 16,000 chars) are scrubbed of ``secrets``.
+    """
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error")
+    if not isinstance(error, dict):
+        return None
+    raw = error.get("model_output") or error.get("error_model_output")
+    if not isinstance(raw, str) or not raw:
+        return None
+    variants = secret_variants(secrets)
+    message = _str_or_none(error.get("message")) or "The model's output could not be parsed"
+    return ModelOutputError(
+        scrub(_clip(message), variants), scrub(raw[:RAW_OUTPUT_CHARS], variants)
+    )
+
+
+def model_output_from_body(body: bytes, secrets: list[str]) -> ModelOutputError | None:
+    """:func:`model_output_error` for a raw (non-2xx) response body; None if it is not JSON."""
+    try:
+        payload = json.loads(body.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return model_output_error(payload, secrets)
+
+
+def unsupported_content_error(
+    request: ChatRequest, supported: Iterable[str], api_style: str
+) -> ProviderError | None:
+    """The error for attachments an API style cannot carry (``code="unsupported_content"``),
+    or None when every ``ChatMessage.parts`` type is in ``supported`` ("image", "audio").
+
+    Adapters check this before sending, so an audio file is never silently dropped: the user
+    sees which attachment to remove or which API style to pick instead.
+    """
+    allowed = set(supported)
+    kinds = sorted({p.type for m in request.messages for p in m.parts if p.type not in allowed})
+    if not kinds:
+        return None
+    names = " and ".join(f"{kind} attachments" for kind in kinds)
+    return ProviderError(
+        f"The {api_style} API style cannot carry {names}; remove them or use an endpoint "
+        "whose API style accepts them",
+        code="unsupported_content",
     )

@@ -10,8 +10,10 @@
 
 It also holds the request/response helpers every adapter shares: building a request without
 leaking a key into an exception, sending it with the response always closed, reading a capped
-error body, a lenient httpx-sse ``EventSource``, and :func:`transport_error` (httpx exception →
-``ProviderError``).
+error body, a lenient httpx-sse ``EventSource``, :func:`transport_error` (httpx exception →
+``ProviderError``), and :func:`stream_sse`, the SSE request loop of the ``anthropic_messages``
+and ``openai_responses`` adapters (each adapter supplies only a :class:`StreamState` that turns
+one SSE event into events).
 
 May import: the standard library, httpx, httpx-sse and ``.base``/``.errors`` (no Django).
 """
@@ -21,16 +23,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import socket
 import weakref
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
-from httpx_sse import EventSource
+from httpx_sse import EventSource, SSEError
 
-from .base import ProviderError, scrub
+from .base import (
+    EndpointConfig,
+    Event,
+    ProviderError,
+    RawEvent,
+    ResponseStarted,
+    scrub,
+)
+from .errors import (
+    model_output_from_body,
+    parse_error,
+    request_id_from_headers,
+    secret_variants,
+)
 
 #: Explicit timeouts, in seconds. ``read`` is the longest silence allowed between two reads
 #: (reasoning models can think for minutes before the first byte of the answer).
@@ -339,3 +355,155 @@ def transport_error(
             f"Error reading the response from {host}: {detail}", code="stream_error"
         )
     return ProviderError(f"Request to {host} failed: {detail}", code="connection_error")
+
+
+# ---- the SSE request loop shared by the adapters ------------------------------------------
+
+#: Seconds spent reading the rest of the body after the terminal event (see :func:`drain`).
+DRAIN_AFTER_DONE_S = 0.5
+
+#: Transport failures that, once the answer is complete, only lose trailing events.
+INTERRUPTIONS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.ReadTimeout)
+
+NOT_JSON: Any = object()
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` or :data:`NOT_JSON`. No exception escapes: a ``JSONDecodeError`` carries
+    the whole document (which may echo a key) and would be chained to what is raised next."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return NOT_JSON
+
+
+async def drain(events: AsyncIterator[Any]) -> None:
+    """Read what follows the terminal event (normally only the end of the chunked body) for at
+    most :data:`DRAIN_AFTER_DONE_S`, so the connection can go back to the pool instead of being
+    closed half-read. What comes after the terminal event is ignored."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(DRAIN_AFTER_DONE_S):
+            async for _ in events:
+                pass
+
+
+class StreamState(Protocol):
+    """Per-stream interpretation used by :func:`stream_sse`.
+
+    ``finished``: the answer is complete (a stop reason arrived), so a connection lost now only
+    loses trailing events. ``done``: the terminal event arrived; stop reading.
+    """
+
+    finished: bool
+    done: bool
+
+    def interpret(self, event: str, data: str) -> list[Event]:
+        """Events for one SSE event (``event`` is "" without an ``event:`` line). Raises
+        ``ProviderError`` for an error event, after putting events to release (usage, a
+        ``ModelOutputError``) where :meth:`end` returns them."""
+        ...
+
+    def relay_json(self, text: str) -> list[Event]:
+        """Events for a whole 2xx JSON body (a server that ignored ``stream: true``)."""
+        ...
+
+    def end(self) -> list[Event]:
+        """Events still held (called at the end and before an error is raised; idempotent)."""
+        ...
+
+
+async def stream_sse(
+    client: httpx.AsyncClient,
+    config: EndpointConfig,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    make_state: Callable[[list[str], str | None], StreamState],
+) -> AsyncIterator[Event]:
+    """POST ``body`` as JSON to ``url`` and relay the SSE answer through a :class:`StreamState`.
+
+    ``make_state(secrets, request_id)`` is called once the 2xx headers arrived (``secrets``:
+    every form of the endpoint's secrets, for scrubbing). Yields ``ResponseStarted(status,
+    request_id)``, then per SSE event a ``RawEvent(event, data)`` (scrubbed; comments are not
+    events) followed by what the state makes of it. ``data: [DONE]`` or a state that says
+    ``done`` ends the stream (the rest of the body is drained for ≤ 0.5 s); a 2xx JSON body is
+    one ``RawEvent`` plus ``state.relay_json``.
+
+    Raises ``ProviderError`` only: :func:`chat.providers.errors.parse_error` for a non-2xx status
+    (preceded by a ``ModelOutputError`` event when the body carries the model's raw output);
+    the state's error for an error event; ``stream_cut`` when the body ends (or a read error
+    happens) before the state is ``finished`` or ``done``; :func:`transport_error` codes for
+    transport failures. A transport failure after ``finished`` ends the stream normally.
+    Cancellation or ``aclose()`` closes the upstream response.
+    """
+    secrets = secret_variants(config.secrets())
+    host = host_of(url)
+    http_request = build_http_request(client, "POST", url, headers, secrets, json=body)
+    started = False
+    state: StreamState | None = None
+    failure: httpx.HTTPError | None = None
+    try:
+        async with send_stream(client, http_request) as response:
+            started = True
+            if not response.is_success:
+                raw = await read_capped(response)
+                error = parse_error(response.status_code, response.headers, raw, secrets)
+                output = model_output_from_body(raw, secrets)
+                if output is not None:
+                    yield output
+                raise error
+            request_id = request_id_from_headers(response.headers)
+            state = make_state(secrets, request_id)
+            yield ResponseStarted(response.status_code, request_id)
+
+            content_type = response.headers.get("content-type", "").lower()
+            if "json" in content_type and "event-stream" not in content_type:
+                text = (await response.aread()).decode("utf-8", errors="replace")
+                yield RawEvent("", scrub(text, secrets))
+                for event in state.relay_json(text):
+                    yield event
+                state.done = True
+                for event in state.end():
+                    yield event
+                return
+
+            response.encoding = "utf-8"  # SSE is always UTF-8 (WHATWG HTML §9.2.5)
+            source = LenientEventSource(response)
+            async with contextlib.aclosing(source.aiter_sse()) as sse_events:
+                async for sse in sse_events:
+                    # httpx-sse reports an absent ``event:`` field as "message" (the SSE default)
+                    name = "" if sse.event == "message" else sse.event
+                    if not sse.data and not name:
+                        continue  # a blank dispatch after an id:/retry: line
+                    yield RawEvent(name, scrub(sse.data, secrets))
+                    if sse.data.strip() == "[DONE]":
+                        state.done = True
+                        break
+                    for event in state.interpret(name, sse.data):
+                        yield event
+                    if state.done:
+                        break
+                if state.done:
+                    await drain(sse_events)
+            for event in state.end():
+                yield event
+            if not state.done and not state.finished:
+                raise ProviderError(STREAM_CUT_MESSAGE, code="stream_cut")
+    except ProviderError as exc:
+        if state is not None:
+            for event in state.end():
+                yield event
+        raise exc from None
+    except SSEError as exc:  # pragma: no cover - only if httpx-sse changes its content check
+        raise ProviderError(
+            scrub(f"The upstream did not send an event stream: {exc}", secrets), code="stream_error"
+        ) from None
+    except httpx.HTTPError as exc:
+        failure = exc  # handled below, outside the except block, so it is not chained
+    if failure is not None:
+        if state is not None:
+            for event in state.end():
+                yield event
+            if state.finished and isinstance(failure, INTERRUPTIONS):
+                return  # the answer was complete; only trailing events were lost
+        raise transport_error(failure, host, secrets, started=started)

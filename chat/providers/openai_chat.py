@@ -18,6 +18,10 @@ Stream-end rules (the runner relies on them):
   ``ReadError``) before the ``finish_reason``. A read timeout raises ``code="timeout"``.
 * An ``{"error": …}`` chunk or an ``event: error`` raises ``ProviderError`` (status None, code
   from the chunk, else ``stream_error``), whenever it comes.
+* An error whose body carries the model's raw output (seed 002 ``ModelOutputError``
+  ``error.model_output``, or ``GeneralError`` ``error.error_model_output``) is preceded by a
+  ``ModelOutputError(message, raw_output)`` event, in a stream and in a non-2xx body alike: the
+  turn still ends with the ``ProviderError``, and the UI can show what the model wrote.
 * Before raising, text held back by the ``<think>`` splitter is yielded, so nothing received is
   lost.
 * SSE framing is httpx-sse's (WHATWG rules): comment lines (``: keep-alive``) are not events,
@@ -43,16 +47,20 @@ import httpx
 from httpx_sse import SSEError
 
 from .base import (
+    ChatMessage,
     ChatRequest,
+    ContentPart,
     EndpointConfig,
     Event,
     Finish,
+    LogprobsDelta,
     ModelInfo,
     ProviderError,
     RawEvent,
     ReasoningDelta,
     ResponseStarted,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     Usage,
     scrub,
@@ -60,9 +68,12 @@ from .base import (
 from .errors import (
     EXCERPT_CHARS,
     error_from_event,
+    model_output_error,
+    model_output_from_body,
     parse_error,
     request_id_from_headers,
     secret_variants,
+    unsupported_content_error,
 )
 from .http import (
     STREAM_CUT_MESSAGE,
@@ -78,10 +89,53 @@ from .http import (
 API_STYLE = "openai_chat"
 
 #: Request parameters passed through when the user set them (``ChatRequest.params``).
-PARAMS = ("temperature", "top_p", "top_k", "max_tokens", "stop", "seed")
+PARAMS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "stop",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+)
+
+#: Attachment types (``ContentPart.type``) this API style carries: ``image_url`` parts and
+#: ``input_audio`` parts (seed 001).
+CONTENT_TYPES = frozenset({"image", "audio"})
 
 #: Hosts that reject ``top_k`` and want ``max_completion_tokens`` instead of ``max_tokens``.
 OPENAI_HOSTS = frozenset({"api.openai.com"})
+
+#: Hosts whose chat completions take audio as seed 002 ``AudioContent``
+#: (``{"type": "audio_content", "audio_content": {"content": <base64>}}``), not ``input_audio``.
+SAMBANOVA_HOSTS = frozenset({"api.sambanova.ai"})
+
+#: Body keys that ``ChatRequest.extra`` may not replace (the adapter owns them).
+PROTECTED_KEYS = frozenset({"model", "messages", "input", "stream"})
+
+#: Keys of ``ChatRequest.reasoning`` that only Sansa's (and OpenRouter's) ``reasoning`` object
+#: carries; when the user set one of them, effort travels inside that object too.
+REASONING_OBJECT_KEYS = ("effort", "max_tokens", "exclude", "enabled")
+
+#: ``ContentPart.media_type`` → ``input_audio.format`` (seed 001 formats).
+AUDIO_FORMATS = {
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mp4": "m4a",
+    "audio/m4a": "m4a",
+    "audio/x-m4a": "m4a",
+    "audio/aac": "m4a",
+    "audio/webm": "webm",
+    "audio/ogg": "ogg",
+    "audio/flac": "flac",
+    "audio/x-flac": "flac",
+    "audio/opus": "opus",
+}
 
 #: Seconds spent reading the rest of the body after ``[DONE]`` (see :func:`_drain`).
 DRAIN_AFTER_DONE_S = 0.5
@@ -100,19 +154,174 @@ def _auth_headers(config: EndpointConfig, accept: str) -> dict[str, str]:
     return headers
 
 
+# ---- helpers shared with the other adapters (pure) ------------------------------------------
+
+
+def host_in(base_url: str, hosts: frozenset[str]) -> bool:
+    """Whether the base URL's host name is one of ``hosts`` (exact, case-insensitive)."""
+    try:
+        return (urlsplit(base_url.strip()).hostname or "").lower() in hosts
+    except ValueError:
+        return False
+
+
+def data_uri(part: ContentPart) -> str:
+    """``part.url`` when set, else ``data:<media_type>;base64,<data>`` (RFC 2397)."""
+    if part.url:
+        return part.url
+    media_type = part.media_type or "application/octet-stream"
+    return f"data:{media_type};base64,{part.data_b64}"
+
+
+def audio_format(part: ContentPart) -> str:
+    """The ``input_audio.format`` for an audio part: from its media type (``audio/mpeg`` →
+    ``mp3``), else its file name's extension, else the media subtype, else ``"wav"``."""
+    media_type = (part.media_type or "").split(";", 1)[0].strip().lower()
+    if media_type in AUDIO_FORMATS:
+        return AUDIO_FORMATS[media_type]
+    _, dot, extension = part.filename.rpartition(".")
+    if dot and extension:
+        return extension.lower()
+    if "/" in media_type:
+        return media_type.split("/", 1)[1]
+    return "wav"
+
+
+def user_param_items(request: ChatRequest) -> list[tuple[str, Any]]:
+    """``(name, value)`` of the params the user set (None and "" mean unset), ``stop`` as a
+    list of non-empty strings (a string becomes a one-item list; an empty list is dropped)."""
+    items = []
+    for name, value in request.params.items():
+        if value is None or value == "":
+            continue
+        if name == "stop":
+            value = [value] if isinstance(value, str) else [s for s in value if s]
+            if not value:
+                continue
+        items.append((name, value))
+    return items
+
+
+def merge_extra(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``ChatRequest.extra`` merged in last (extra wins), except the keys the
+    adapter owns (:data:`PROTECTED_KEYS`: model, messages, input, stream)."""
+    for key, value in extra.items():
+        if key not in PROTECTED_KEYS:
+            body[key] = value
+    return body
+
+
+def tool_function(tool: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``{"name", "description", "parameters", …}`` of a tool in OpenAI chat form
+    (``{"type": "function", "function": {…}}``), also accepting the flat Responses form; None
+    when it has no name."""
+    function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    if not isinstance(function.get("name"), str) or not function["name"]:
+        return None
+    return function
+
+
+def _image_part(part: ContentPart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": data_uri(part)}}
+
+
+def _audio_part(part: ContentPart, sambanova: bool) -> dict[str, Any]:
+    if sambanova:  # seed 002 ``AudioContent``
+        return {"type": "audio_content", "audio_content": {"content": part.data_b64}}
+    return {
+        "type": "input_audio",
+        "input_audio": {"data": part.data_b64, "format": audio_format(part)},
+    }
+
+
+def _chat_message(message: ChatMessage, sambanova: bool) -> dict[str, Any]:
+    """One message of seed 002 ``ChatCompletionRequest.messages``."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    parts = [p for p in message.parts if p.type in CONTENT_TYPES] if message.role == "user" else []
+    if not parts:
+        return {"role": message.role, "content": message.content}
+    content: list[dict[str, Any]] = []
+    if message.content:
+        content.append({"type": "text", "text": message.content})
+    for part in parts:
+        content.append(_image_part(part) if part.type == "image" else _audio_part(part, sambanova))
+    return {"role": "user", "content": content}
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _reasoning_fields(reasoning: dict[str, Any]) -> dict[str, Any]:
+    """Body fields for ``ChatRequest.reasoning`` (what the user set decides the form):
+
+    * ``enable_thinking`` (bool) → ``chat_template_kwargs: {"enable_thinking": …}`` (seed 002,
+      SambaNova and llama.cpp models with thinking templates);
+    * any of Sansa's ``max_tokens`` / ``exclude`` / ``enabled`` → the ``reasoning`` object
+      (seed 001) with those and ``effort``;
+    * else ``effort`` alone → top-level ``reasoning_effort`` (seed 002, Sansa, OpenAI, vLLM,
+      llama.cpp all take it).
+
+    ``budget_tokens`` (Anthropic thinking) has no chat completions form and is not sent.
+    """
+    fields: dict[str, Any] = {}
+    enable = reasoning.get("enable_thinking")
+    if isinstance(enable, bool):
+        fields["chat_template_kwargs"] = {"enable_thinking": enable}
+    effort = reasoning.get("effort")
+    if any(reasoning.get(k) is not None for k in ("max_tokens", "exclude", "enabled")):
+        fields["reasoning"] = {
+            k: reasoning[k] for k in REASONING_OBJECT_KEYS if reasoning.get(k) not in (None, "")
+        }
+    elif isinstance(effort, str) and effort:
+        fields["reasoning_effort"] = effort
+    return fields
+
+
 def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, dict[str, str], dict]:
     """Build ``(url, headers, json_body)`` for a streamed chat completion.
 
     * url: ``{base_url}/chat/completions`` (trailing slashes of the base removed).
     * headers: ``Content-Type``/``Accept: text/event-stream``, ``Authorization: Bearer <key>``
       when a key is set, then ``config.extra_headers`` (which win, case-insensitively).
-    * body (OpenAI ``CreateChatCompletionRequest``; seed 000 ``ChatCompletionRequest``):
+    * body (OpenAI ``CreateChatCompletionRequest``; seed 000/002 ``ChatCompletionRequest``):
       ``model``; ``messages`` with the system prompt first as ``role: system`` when it is not
       blank; only the params the user set among temperature, top_p, top_k, max_tokens,
-      stop (a string becomes a one-item list, an empty list is dropped), seed; ``stream: true``;
+      stop (a string becomes a one-item list, an empty list is dropped), seed,
+      frequency_penalty, presence_penalty; ``stream: true``;
       ``stream_options: {"include_usage": true}`` unless ``config.stream_options`` is False.
       For ``api.openai.com`` ``top_k`` is dropped (OpenAI rejects it) and ``max_tokens`` is sent
       as ``max_completion_tokens`` (reasoning models reject ``max_tokens``).
+    * messages: a user message with ``parts`` becomes a content array: a ``text`` part, then
+      ``image_url`` parts (a data URI, or the image URL) and ``input_audio`` parts
+      (``{"data": <base64>, "format": "mp3"|"wav"|…}``, seed 001; seed 002's ``audio_content``
+      form for ``api.sambanova.ai``). An assistant message with ``tool_calls`` carries them
+      (``content`` null when empty); a ``tool`` message carries ``tool_call_id``. Prior
+      reasoning is not sent back (chat templates drop it).
+    * ``tools`` as given (OpenAI form) and, only with tools, ``tool_choice`` ("auto", "none",
+      "required", or ``{"type": "function", "function": {"name"}}`` for a function name).
+    * ``response_format`` as given, except ``{"type": "text"}`` (the default; seed 002 says
+      chat completions do not take it).
+    * ``logprobs: true`` and ``top_logprobs`` when asked.
+    * reasoning fields from ``request.reasoning``, see :func:`_reasoning_fields`.
+    * ``request.extra`` merged last (e.g. Sansa ``session_id``), never replacing model,
+      messages or stream.
 
     Pure; raises nothing.
     """
@@ -122,17 +331,15 @@ def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, di
     headers["Content-Type"] = "application/json"
     headers["Cache-Control"] = "no-store"
     headers = merge_headers(headers, config.extra_headers)
+    sambanova = host_in(base, SAMBANOVA_HOSTS)
 
     messages: list[dict[str, Any]] = []
     if request.system and request.system.strip():
         messages.append({"role": "system", "content": request.system})
-    messages.extend({"role": m.role, "content": m.content} for m in request.messages)
+    messages.extend(_chat_message(m, sambanova) for m in request.messages)
 
     body: dict[str, Any] = {"model": request.model, "messages": messages}
-    try:
-        is_openai = (urlsplit(base).hostname or "").lower() in OPENAI_HOSTS
-    except ValueError:
-        is_openai = False
+    is_openai = host_in(base, OPENAI_HOSTS)
     for name in PARAMS:
         value = request.params.get(name)
         if value is None or value == "":
@@ -148,10 +355,22 @@ def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, di
             body["max_completion_tokens"] = value
             continue
         body[name] = value
+    tools = [t for t in request.tools if isinstance(t, dict)]
+    if tools:
+        body["tools"] = tools
+        if request.tool_choice:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.response_format and request.response_format.get("type") != "text":
+        body["response_format"] = request.response_format
+    if request.logprobs:
+        body["logprobs"] = True
+        if request.top_logprobs is not None:
+            body["top_logprobs"] = request.top_logprobs
+    body.update(_reasoning_fields(request.reasoning))
     body["stream"] = True
     if config.stream_options:
         body["stream_options"] = {"include_usage": True}
-    return url, headers, body
+    return url, headers, merge_extra(body, request.extra)
 
 
 # ---- <think> splitting --------------------------------------------------------------------
@@ -316,6 +535,27 @@ def _first_text(*values: Any) -> str:
     return ""
 
 
+def logprobs_event(items: Any) -> LogprobsDelta | None:
+    """``LogprobsDelta`` for a list of seed 002 ``LogProbsContent`` (``token``, ``logprob``,
+    ``top_logprobs: [{token, logprob}]``); entries without a token or a numeric logprob are
+    skipped; None when nothing is left."""
+    tokens = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            continue
+        logprob = _num(item.get("logprob"))
+        if logprob is None:
+            continue
+        top = []
+        for alt in item.get("top_logprobs") or []:
+            if isinstance(alt, dict) and isinstance(alt.get("token"), str):
+                alt_logprob = _num(alt.get("logprob"))
+                if alt_logprob is not None:
+                    top.append((alt["token"], alt_logprob))
+        tokens.append(TokenLogprob(item["token"], logprob, tuple(top)))
+    return LogprobsDelta(tuple(tokens)) if tokens else None
+
+
 class _Chunks:
     """Per-stream state: the ``<think>`` splitter, whether a finish_reason / ``[DONE]`` came,
     and usage (emitted whenever the usage or ``sansa`` object changes; the last one wins)."""
@@ -329,13 +569,21 @@ class _Chunks:
         self._usage: dict[str, Any] | None = None
         self._sansa: dict[str, Any] | None = None
         self._emitted: tuple[Any, Any] | None = None
+        self._pending: list[Event] = []
+
+    def fail(self, payload: Any, data: str) -> ProviderError:
+        """The error for an error chunk / event; a ``ModelOutputError`` is held for :meth:`end`."""
+        output = model_output_error(payload, self.secrets)
+        if output is not None:
+            self._pending.append(output)
+        return error_from_event(payload, data, self.secrets, request_id=self.request_id)
 
     def chunk(self, payload: Any, data: str) -> list[Event]:
         """Events for one decoded chunk. Raises ProviderError for an error chunk."""
         if not isinstance(payload, dict):
             return []
         if payload.get("error"):
-            raise error_from_event(payload, data, self.secrets, request_id=self.request_id)
+            raise self.fail(payload, data)
         events: list[Event] = []
         choices = payload.get("choices")
         for position, choice in enumerate(choices if isinstance(choices, list) else []):
@@ -366,6 +614,11 @@ class _Chunks:
         content = delta.get("content")
         if isinstance(content, str):
             events.extend(self.splitter.feed(content))
+            logprobs = choice.get("logprobs")
+            if isinstance(logprobs, dict):
+                lp_event = logprobs_event(logprobs.get("content"))
+                if lp_event is not None:
+                    events.append(lp_event)
         elif isinstance(content, list):  # content parts (Mistral-style text / thinking parts)
             for part in content:
                 if not isinstance(part, dict):
@@ -418,6 +671,8 @@ class _Chunks:
         if self._usage is None and self._sansa is not None:
             self._usage = {}
             events.extend(self._usage_event())
+        events.extend(self._pending)
+        self._pending = []
         return events
 
 
@@ -443,6 +698,9 @@ async def stream(
     Close it with ``contextlib.aclosing`` when stopping early; cancellation closes the upstream
     response too.
     """
+    unsupported = unsupported_content_error(request, CONTENT_TYPES, API_STYLE)
+    if unsupported is not None:
+        raise unsupported
     url, headers, body = build_request(config, request)
     secrets = secret_variants(config.secrets())
     host = host_of(url)
@@ -455,7 +713,11 @@ async def stream(
             started = True
             if not response.is_success:
                 raw = await read_capped(response)
-                raise parse_error(response.status_code, response.headers, raw, secrets)
+                error = parse_error(response.status_code, response.headers, raw, secrets)
+                output = model_output_from_body(raw, secrets)
+                if output is not None:
+                    yield output
+                raise error
             request_id = request_id_from_headers(response.headers)
             state = _Chunks(secrets, request_id)
             yield ResponseStarted(response.status_code, request_id)
@@ -535,7 +797,7 @@ def _interpret(state: _Chunks, event_name: str, data: str) -> list[Event]:
     if payload is _NOT_JSON:
         payload = None
     if event_name == "error":
-        raise error_from_event(payload, data, state.secrets, request_id=state.request_id)
+        raise state.fail(payload, data)
     if payload is None:
         return []  # not JSON (a stray keep-alive as data): only the RawEvent shows it
     return state.chunk(payload, data)
@@ -583,8 +845,16 @@ def _models_from(payload: Any) -> Iterable[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
 
 
-async def list_models(client: httpx.AsyncClient, config: EndpointConfig) -> list[ModelInfo]:
+async def list_models(
+    client: httpx.AsyncClient,
+    config: EndpointConfig,
+    *,
+    headers: dict[str, str] | None = None,
+) -> list[ModelInfo]:
     """``GET {base}/models`` → ``ModelInfo`` list, in the upstream's order.
+
+    ``headers``: the request headers to use instead of ``Authorization: Bearer`` plus
+    ``config.extra_headers`` (other API styles pass their own auth headers).
 
     Follows seed 002 ``ModelMetadataList``/``ModelMetadata``: ``data[].id``, ``owned_by``,
     ``context_length`` and ``max_completion_tokens`` (tokens), ``pricing.prompt`` /
@@ -599,7 +869,8 @@ async def list_models(client: httpx.AsyncClient, config: EndpointConfig) -> list
     """
     base = config.base_url.strip().rstrip("/")
     url = f"{base}/models"
-    headers = merge_headers(_auth_headers(config, "application/json"), config.extra_headers)
+    if headers is None:
+        headers = merge_headers(_auth_headers(config, "application/json"), config.extra_headers)
     secrets = secret_variants(config.secrets())
     http_request = build_http_request(client, "GET", url, headers, secrets)
     failure: httpx.HTTPError | None = None
