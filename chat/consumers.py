@@ -35,9 +35,23 @@ from django.http import Http404
 
 from chat import frames, selectors, services
 from chat.cluster import RemoteTurns, cluster, conversation_group, user_group
-from chat.forms import ChatSendForm, EditForm, TurnActionForm
-from chat.models import Conversation, Message, MessageStatus
-from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig, ProviderError
+from chat.forms import (
+    OPTION_FIELDS,
+    PARAM_FIELDS,
+    ChatSendForm,
+    EditForm,
+    TurnActionForm,
+    request_fields,
+)
+from chat.models import Attachment, Conversation, Message, MessageStatus
+from chat.providers.base import (
+    ChatMessage,
+    ChatRequest,
+    ContentPart,
+    EndpointConfig,
+    ProviderError,
+    ToolCall,
+)
 from chat.providers.http import acheck_base_url
 from chat.turns import Subscriber, TurnSpec, registry
 
@@ -216,6 +230,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             "select": self.handle_select,
             "delete": self.handle_delete,
             "edit": self.handle_edit,
+            "tool_result": self.handle_tool_result,
+            "count_tokens": self.handle_count_tokens,
         }.get(str(action))
         if handler is None:
             self.notice("Unknown action.")
@@ -241,14 +257,23 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return frames.thread(thread_views(conversation))
 
     # -- actions ---------------------------------------------------------------------------
+    def field_errors(self, errors: dict[str, list[str]]) -> None:
+        """Each settings field's message next to it (empty ones clear old messages)."""
+        if self.subscriber is not None:
+            self.queue.put_nowait(frames.field_errors(errors, (*PARAM_FIELDS, *OPTION_FIELDS)))
+
     async def handle_send(self, data: dict[str, Any]) -> None:
+        ids = data.get("attachment_ids") or []
+        data["attachment_ids"] = ",".join(ids) if isinstance(ids, list) else str(ids)
         form = ChatSendForm(data)
         if not form.is_valid():
             errors = "; ".join(
                 f"{'' if k == '__all__' else k + ': '}{' '.join(v)}" for k, v in form.errors.items()
             )
+            self.field_errors({k: list(v) for k, v in form.errors.items()})
             self.notice(f"Not sent: {errors}")
             return
+        self.field_errors({})
         cleaned = form.cleaned_data
         runs = cleaned["mode"] != "append" and cleaned["role"] in ("user", "assistant")
         if runs and self._busy():
@@ -256,6 +281,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         result = await database_sync_to_async(_prepare_send)(
             user=self.user, conversation_id=self.conversation_id, cleaned=cleaned, params=form.params(), runs=runs,
         )
+        if isinstance(result, dict):  # a field refused once the endpoint's limits are known
+            self.field_errors(result)
+            self.notice("Not sent: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in result.items()))
+            return
         if isinstance(result, str):
             self.notice(result)
             return
@@ -332,6 +361,55 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         await self._launch(result)
 
+    async def handle_tool_result(self, data: dict[str, Any]) -> None:
+        mid = self._message_id(data, "sent")
+        content = data.get("content")
+        call_id = str(data.get("tool_call_id") or "")[:200]
+        if mid is None:
+            return
+        if not isinstance(content, str) or not content.strip():
+            self.notice("Type the tool's result first.")
+            return
+        if self._busy():
+            return
+        result = await database_sync_to_async(_prepare_tool_result)(
+            user=self.user, conversation_id=self.conversation_id, message_id=mid, tool_call_id=call_id, content=content
+        )
+        if isinstance(result, str):
+            self.notice(result)
+            return
+        await self._launch(result)
+
+    async def handle_count_tokens(self, data: dict[str, Any]) -> None:
+        """Anthropic ``/messages/count_tokens`` for the conversation plus the text in the box."""
+        result = await database_sync_to_async(_prepare_count)(
+            user=self.user, conversation_id=self.conversation_id, data=data
+        )
+        if isinstance(result, str):
+            self.notice(result)
+            return
+        base_url, api_key, headers, api_style, request = result
+        from chat.providers import get_adapter
+        from chat.providers.http import get_client
+
+        adapter = get_adapter(api_style)
+        if not hasattr(adapter, "count_tokens"):
+            self.notice("Counting tokens needs an anthropic_messages endpoint (POST /messages/count_tokens).")
+            return
+        config = EndpointConfig(base_url=resolve_base_url(base_url, self.scope), api_key=api_key,
+                                extra_headers=headers, api_style=api_style)
+        try:
+            if not base_url.startswith("sim://"):
+                await acheck_base_url(config.base_url, allow_private=not settings.PLAYGROUND_REFUSE_PRIVATE_URLS)
+            n = await adapter.count_tokens(get_client(), config, request)
+        except ProviderError as exc:
+            self.notice(f"Count tokens failed: HTTP {exc.status or '—'} {exc.code or ''} {exc.message}")
+            return
+        except ValueError as exc:
+            self.notice(str(exc))
+            return
+        self.notice(f"Input tokens (count_tokens): {n}", level="info")
+
     async def _launch(self, prepared: PreparedTurn) -> None:
         base_url = resolve_base_url(prepared.base_url, self.scope)
         config = EndpointConfig(
@@ -376,7 +454,10 @@ def _failing_stream(message: str):  # noqa: ANN202
 def thread_views(conversation: Conversation) -> list[frames.MessageView]:
     """The active branch as views; a running turn's live state wins over its row."""
     views = []
-    for m in selectors.conversation_thread(conversation=conversation):
+    thread = selectors.conversation_thread(conversation=conversation)
+    attachments = _attachments_by_message(thread)
+    for m in thread:
+        m.prefetched_attachments = attachments.get(m.pk, [])
         live = registry.live_view(m.id) if m.status == MessageStatus.STREAMING else None
         view = frames.MessageView.from_row(
             m, sibling_index=m.sibling_index, sibling_count=m.sibling_count
@@ -387,16 +468,52 @@ def thread_views(conversation: Conversation) -> list[frames.MessageView]:
     return views
 
 
+def _attachments_by_message(thread: list[Message]) -> dict[Any, list[Attachment]]:
+    ids = [m.pk for m in thread if m.role == "user"]
+    out: dict[Any, list[Attachment]] = {}
+    if ids:
+        for a in Attachment.objects.filter(message_id__in=ids).order_by("created_at"):
+            out.setdefault(a.message_id, []).append(a)
+    return out
+
+
+def _parts(attachments: list[Attachment]) -> tuple[ContentPart, ...]:
+    import base64
+
+    return tuple(
+        ContentPart(type=a.kind, media_type=a.media_type, url=a.url, filename=a.filename,
+                    data_b64="" if a.url else base64.b64encode(bytes(a.data)).decode())
+        for a in attachments
+    )
+
+
 def history(thread: list[Message]) -> tuple[ChatMessage, ...]:
-    """The messages sent upstream: exactly the active branch as shown (system, user, assistant
-    messages; answers that failed with no text are left out)."""
+    """The messages sent upstream: exactly the active branch as shown — system, user (with its
+    images and audio), assistant (with its tool calls and thinking signature), tool results;
+    answers that failed with no text are left out."""
+    attachments = _attachments_by_message(thread)
     out = []
     for m in thread:
-        if m.role in ("user", "system"):
-            out.append(ChatMessage(m.role, m.content))
-        elif m.role == "assistant" and m.content and m.status != MessageStatus.STREAMING:
-            out.append(ChatMessage("assistant", m.content))
+        if m.role == "user":
+            out.append(ChatMessage("user", m.content, parts=_parts(attachments.get(m.pk, []))))
+        elif m.role == "system":
+            out.append(ChatMessage("system", m.content))
+        elif m.role == "tool":
+            out.append(ChatMessage("tool", m.content, tool_call_id=m.tool_call_id))
+        elif m.role == "assistant" and (m.content or m.tool_calls) and m.status != MessageStatus.STREAMING:
+            out.append(ChatMessage(
+                "assistant", m.content,
+                tool_calls=tuple(ToolCall(c.get("id", ""), c.get("name", ""), c.get("arguments", "")) for c in m.tool_calls),
+                reasoning=m.reasoning if m.reasoning_signature else "", reasoning_signature=m.reasoning_signature,
+            ))
     return tuple(out)
+
+
+def make_request(
+    *, api_style: str, model: str, system: str, stored: dict[str, Any], messages: tuple[ChatMessage, ...]
+) -> ChatRequest:
+    """A ``ChatRequest`` from stored settings, keeping only what ``api_style`` accepts."""
+    return ChatRequest(model=model, messages=messages, system=system, **request_fields(stored, api_style))
 
 
 def _prices(endpoint: Any, model: str) -> tuple[float | None, float | None]:
@@ -464,6 +581,15 @@ def _prepare_send(
     if leaf is not None and leaf.status == MessageStatus.STREAMING:
         return "Wait for the current answer to finish, or stop it, before sending."
     role = cleaned["role"]
+    cap = next((i.get("max_completion_tokens") for i in endpoint.models_cache or [] if i.get("id") == cleaned["model"]), None)
+    if cap and params.get("max_tokens") and params["max_tokens"] > cap:
+        return {"max_tokens": [f"{cleaned['model']} allows at most {cap} completion tokens."]}
+    attachment_ids = [x for x in (cleaned.get("attachment_ids") or []) if x]
+    attachments = list(Attachment.objects.filter(pk__in=attachment_ids, owner=user, message__isnull=True))
+    if len(attachments) != len(attachment_ids):
+        return "Not sent: an attachment is missing or was sent already; attach it again."
+    if attachments and role != "user":
+        return "Attachments go with a user message."
     if not runs:
         services.message_append(
             conversation=conversation, role=role, content=cleaned["content"], parent_id=leaf.pk if leaf else None
@@ -481,14 +607,18 @@ def _prepare_send(
     assistant = Message.objects.get(pk=started.assistant_message_ids[0])
     if role == "user":
         user_message = Message.objects.get(pk=started.user_message_id)
+        if attachments:
+            Attachment.objects.filter(pk__in=[a.pk for a in attachments]).update(message=user_message)
+        user_message.prefetched_attachments = attachments
         announce = frames.turn_started(frames.MessageView.from_row(user_message), [frames.MessageView.from_row(assistant)])
-        hist = history(thread) + (ChatMessage("user", cleaned["content"]),)
+        hist = history(thread) + (ChatMessage("user", cleaned["content"], parts=_parts(attachments)),)
     else:
         announce = frames.turn_started(None, [frames.MessageView.from_row(assistant)])
         hist = history(thread) + (ChatMessage("assistant", cleaned["content"]),)
     announce += _sidebar(user, conversation.pk)
-    request = ChatRequest(
-        model=cleaned["model"], messages=hist, system=cleaned.get("system_prompt") or "", params=params
+    request = make_request(
+        api_style=endpoint.api_style, model=cleaned["model"], system=cleaned.get("system_prompt") or "",
+        stored=params, messages=hist,
     )
     return _prepared(conversation, endpoint, assistant, announce, request)
 
@@ -512,8 +642,9 @@ def _prepare_regenerate(*, user: Any, conversation_id: int, message_id: Any, kee
     prefill = old.content if keep_text else ""
     new = services.turn_regenerate(message=old, prefill=prefill)
     hist = history(upto) + ((ChatMessage("assistant", prefill),) if prefill else ())
-    request = ChatRequest(
-        model=conversation.model, messages=hist, system=conversation.system_prompt, params=conversation.params
+    request = make_request(
+        api_style=endpoint.api_style, model=conversation.model, system=conversation.system_prompt,
+        stored=conversation.params, messages=hist,
     )
     new.sibling_index, new.sibling_count = shown.sibling_count, shown.sibling_count + 1
     new.prev_sibling_id, new.next_sibling_id = old.pk, None
@@ -567,8 +698,9 @@ def _edit(*, user: Any, conversation_id: int, cleaned: dict[str, Any]) -> Prepar
         conversation.refresh_from_db()
         assistant = Message.objects.get(pk=started.assistant_message_ids[0])
         hist = history(thread[: ids.index(m.pk)]) + (ChatMessage("user", cleaned["content"]),)
-        request = ChatRequest(
-            model=conversation.model, messages=hist, system=conversation.system_prompt, params=conversation.params
+        request = make_request(
+            api_style=endpoint.api_style, model=conversation.model, system=conversation.system_prompt,
+            stored=conversation.params, messages=hist,
         )
         return _prepared(conversation, endpoint, assistant, frames.thread(thread_views(conversation)), request)
     try:
@@ -576,3 +708,50 @@ def _edit(*, user: Any, conversation_id: int, cleaned: dict[str, Any]) -> Prepar
     except ValueError as exc:
         return str(exc)
     return frames.thread(thread_views(conversation))
+
+
+def _prepare_tool_result(*, user: Any, conversation_id: int, message_id: Any, tool_call_id: str, content: str) -> PreparedTurn | str:
+    m = _get_message(user, conversation_id, message_id)
+    if m is None or m.role != "assistant" or not m.tool_calls:
+        return "No such tool call."
+    if tool_call_id and tool_call_id not in {c.get("id") for c in m.tool_calls}:
+        return "No such tool call."
+    conversation = m.conversation
+    endpoint = conversation.endpoint
+    if endpoint is None:
+        return "The endpoint of this conversation was deleted. Pick another one and send again."
+    thread = selectors.conversation_thread(conversation=conversation)
+    ids = [x.pk for x in thread]
+    if m.pk not in ids:
+        return "That answer is not on the current branch."
+    if any(x.status == MessageStatus.STREAMING for x in thread):
+        return "Wait for the current answer to finish, or stop it, first."
+    tool_msg, assistant = services.turn_tool_result(
+        message=m, tool_call_id=tool_call_id or m.tool_calls[0].get("id", ""), content=content,
+    )
+    conversation.refresh_from_db()
+    hist = history(thread[: ids.index(m.pk) + 1]) + (ChatMessage("tool", content, tool_call_id=tool_msg.tool_call_id),)
+    request = make_request(
+        api_style=endpoint.api_style, model=conversation.model, system=conversation.system_prompt,
+        stored=conversation.params, messages=hist,
+    )
+    return _prepared(conversation, endpoint, assistant, frames.thread(thread_views(conversation)), request)
+
+
+def _prepare_count(*, user: Any, conversation_id: int, data: dict[str, Any]) -> tuple[Any, ...] | str:
+    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
+    try:
+        endpoint = selectors.endpoint_get_for_user(user=user, endpoint_id=data.get("endpoint_id") or conversation.endpoint_id)
+    except Http404:
+        return "No such endpoint."
+    thread = selectors.conversation_thread(conversation=conversation)
+    messages = history(thread)
+    if isinstance(data.get("content"), str) and data["content"].strip():
+        messages += (ChatMessage("user", data["content"]),)
+    if not messages:
+        return "Nothing to count yet: type a message first."
+    request = make_request(
+        api_style=endpoint.api_style, model=data.get("model") or conversation.model,
+        system=data.get("system_prompt") or "", stored={}, messages=messages,
+    )
+    return endpoint.base_url, endpoint.get_api_key(), endpoint.get_extra_headers(), endpoint.api_style, request

@@ -19,11 +19,39 @@ from django.contrib.auth.forms import UserCreationForm
 from chat.models import ApiStyle, Endpoint
 from chat.providers.http import check_base_url
 
-PARAM_FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "stop", "seed")
+PARAM_FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "stop", "seed", "frequency_penalty", "presence_penalty")
+OPTION_FIELDS = (
+    "reasoning_effort", "thinking_budget", "enable_thinking", "response_format", "schema_name",
+    "schema_strict", "json_schema", "tools", "tool_choice", "logprobs", "top_logprobs", "session_id",
+)
+
+# What each API style accepts (seed 002 ChatCompletionRequest / ResponsesRequest, seed 004
+# MessagesRequest, seed 001 for Sansa's reasoning values). The panel shows only these; the
+# relay drops the rest.
+STYLE_FIELDS: dict[str, frozenset[str]] = {
+    "openai_chat": frozenset({
+        "temperature", "top_p", "top_k", "max_tokens", "stop", "seed", "frequency_penalty",
+        "presence_penalty", "reasoning_effort", "enable_thinking", "response_format", "schema_name",
+        "schema_strict", "json_schema", "tools", "tool_choice", "logprobs", "top_logprobs", "session_id",
+    }),
+    "anthropic_messages": frozenset({
+        "temperature", "top_p", "top_k", "max_tokens", "stop", "thinking_budget", "tools", "tool_choice",
+    }),
+    "openai_responses": frozenset({
+        "temperature", "top_p", "max_tokens", "reasoning_effort", "response_format", "schema_name",
+        "schema_strict", "json_schema", "tools", "tool_choice",
+    }),
+}
+EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
 class ParamsForm(forms.Form):
-    """Sampling parameters; blank means "not set" and is not sent upstream."""
+    """Sampling parameters and request options; blank means "not set" and is not sent upstream.
+
+    Ranges follow seed 000/002 ``ChatCompletionRequest``: temperature 0–2, top_p 0–1, top_k
+    1–100, penalties −2…2, stop up to 4 sequences, max tokens ≥ 1 (and within the model's
+    ``max_completion_tokens`` when ``/models`` reported it), top_logprobs 0–20.
+    """
 
     temperature = forms.FloatField(required=False, min_value=0.0, max_value=2.0)
     top_p = forms.FloatField(required=False, min_value=0.0, max_value=1.0)
@@ -31,23 +59,145 @@ class ParamsForm(forms.Form):
     max_tokens = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
     stop = forms.CharField(required=False, max_length=1000, help_text="Up to 4 sequences, one per line.")
     seed = forms.IntegerField(required=False, min_value=-(2**63), max_value=2**63 - 1)
+    frequency_penalty = forms.FloatField(required=False, min_value=-2.0, max_value=2.0)
+    presence_penalty = forms.FloatField(required=False, min_value=-2.0, max_value=2.0)
+    reasoning_effort = forms.ChoiceField(required=False, choices=[("", "")] + [(e, e) for e in EFFORTS])
+    thinking_budget = forms.IntegerField(required=False, min_value=0, max_value=1_000_000,
+                                         help_text="Anthropic thinking budget in tokens; 0 disables thinking.")
+    enable_thinking = forms.ChoiceField(required=False, choices=[("", ""), ("on", "on"), ("off", "off")])
+    response_format = forms.ChoiceField(
+        required=False, choices=[("", ""), ("text", "text"), ("json_object", "json_object"), ("json_schema", "json_schema")]
+    )
+    schema_name = forms.RegexField(required=False, regex=r"^[A-Za-z0-9_-]{1,64}$", max_length=64,
+                                   error_messages={"invalid": "Use letters, digits, _ or - (at most 64)."})
+    schema_strict = forms.BooleanField(required=False)
+    json_schema = forms.CharField(required=False, max_length=100_000)
+    tools = forms.CharField(required=False, max_length=200_000)
+    tool_choice = forms.CharField(required=False, max_length=200)
+    logprobs = forms.BooleanField(required=False)
+    top_logprobs = forms.IntegerField(required=False, min_value=0, max_value=20)
+    session_id = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args: Any, max_completion_tokens: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_completion_tokens = max_completion_tokens
 
     def clean_stop(self) -> list[str]:
         raw = self.cleaned_data.get("stop") or ""
+        if isinstance(raw, list):
+            raw = "\n".join(raw)
         items = [s for s in raw.replace("\\n", "\n").split("\n") if s != ""]
         if len(items) > 4:
             raise forms.ValidationError("At most 4 stop sequences.")
         return items
 
+    def clean_max_tokens(self) -> int | None:
+        value = self.cleaned_data.get("max_tokens")
+        if value is not None and self.max_completion_tokens and value > self.max_completion_tokens:
+            raise forms.ValidationError(f"This model allows at most {self.max_completion_tokens} completion tokens.")
+        return value
+
+    def clean_json_schema(self) -> dict[str, Any] | None:
+        raw = (self.cleaned_data.get("json_schema") or "").strip()
+        if not raw:
+            return None
+        try:
+            schema = json.loads(raw)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from exc
+        if not isinstance(schema, dict):
+            raise forms.ValidationError("A JSON schema must be an object.")
+        try:
+            import jsonschema
+
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise forms.ValidationError(f"Not a valid JSON Schema: {exc.message}") from exc
+        return schema
+
+    def clean_tools(self) -> list[dict[str, Any]]:
+        raw = (self.cleaned_data.get("tools") or "").strip()
+        if not raw:
+            return []
+        try:
+            tools = json.loads(raw)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from exc
+        if isinstance(tools, dict):
+            tools = [tools]
+        if not isinstance(tools, list):
+            raise forms.ValidationError("Tools must be a JSON list of function definitions.")
+        out = []
+        for i, t in enumerate(tools, 1):
+            fn = t.get("function", t) if isinstance(t, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+                raise forms.ValidationError(f"Tool {i}: needs a name (OpenAI form: {{\"type\": \"function\", \"function\": {{\"name\", \"parameters\"}}}}).")
+            params = fn.get("parameters", {"type": "object", "properties": {}})
+            if not isinstance(params, dict):
+                raise forms.ValidationError(f"Tool {i}: parameters must be a JSON Schema object.")
+            out.append({"type": "function", "function": {
+                "name": fn["name"], "description": fn.get("description", ""), "parameters": params,
+            }})
+        return out
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("response_format") == "json_schema" and not data.get("json_schema") and "json_schema" not in self.errors:
+            self.add_error("json_schema", "Enter the JSON schema the answer must follow.")
+        choice = (data.get("tool_choice") or "").strip()
+        if choice and choice not in ("auto", "none", "required"):
+            names = {t["function"]["name"] for t in data.get("tools") or []}
+            if choice not in names:
+                self.add_error("tool_choice", "Use auto, none, required, or the name of one of the tools.")
+        return data
+
     def params(self) -> dict[str, Any]:
-        """Only the parameters the user set, in wire units."""
+        """Everything the user set (sampling parameters and options), as stored on the
+        conversation and in each answer's settings snapshot."""
         out: dict[str, Any] = {}
-        for name in PARAM_FIELDS:
+        for name in (*PARAM_FIELDS, *OPTION_FIELDS):
             value = self.cleaned_data.get(name)
-            if value in (None, "", []):
+            if value in (None, "", [], False):
                 continue
             out[name] = value
         return out
+
+
+def request_fields(stored: dict[str, Any], api_style: str) -> dict[str, Any]:
+    """Stored settings → ``ChatRequest`` keyword arguments for ``api_style`` (only what it takes).
+
+    Returns ``{"params": {...}, "tools": (...), "tool_choice", "response_format", "reasoning",
+    "logprobs", "top_logprobs", "extra"}``; see ``chat.providers.base.ChatRequest``.
+    """
+    allowed = STYLE_FIELDS.get(api_style, STYLE_FIELDS["openai_chat"])
+    s = {k: v for k, v in stored.items() if k in allowed}
+    params = {k: s[k] for k in PARAM_FIELDS if k in s}
+    reasoning: dict[str, Any] = {}
+    if s.get("reasoning_effort"):
+        reasoning["effort"] = s["reasoning_effort"]
+    if s.get("thinking_budget") is not None and "thinking_budget" in s:
+        reasoning["budget_tokens"] = s["thinking_budget"]
+    if s.get("enable_thinking"):
+        reasoning["enable_thinking"] = s["enable_thinking"] == "on"
+    response_format = None
+    kind = s.get("response_format")
+    if kind == "json_schema" and s.get("json_schema"):
+        response_format = {"type": "json_schema", "json_schema": {
+            "name": s.get("schema_name") or "answer", "strict": bool(s.get("schema_strict")), "schema": s["json_schema"],
+        }}
+    elif kind in ("text", "json_object"):
+        response_format = {"type": kind}
+    extra = {"session_id": s["session_id"]} if s.get("session_id") else {}
+    return {
+        "params": params,
+        "tools": tuple(s.get("tools") or ()),
+        "tool_choice": s.get("tool_choice") or None,
+        "response_format": response_format,
+        "reasoning": reasoning,
+        "logprobs": bool(s.get("logprobs")),
+        "top_logprobs": s.get("top_logprobs"),
+        "extra": extra,
+    }
 
 
 class ChatSendForm(ParamsForm):
@@ -57,6 +207,7 @@ class ChatSendForm(ParamsForm):
     content = forms.CharField(max_length=200_000, strip=False)
     role = forms.ChoiceField(choices=[("user", "user"), ("assistant", "assistant"), ("system", "system")], required=False)
     mode = forms.ChoiceField(choices=[("send", "send"), ("append", "append")], required=False)
+    attachment_ids = forms.CharField(required=False, max_length=2000)  # comma-separated UUIDs
     endpoint_id = forms.IntegerField()
     model = forms.CharField(max_length=200)
     system_prompt = forms.CharField(required=False, max_length=100_000, strip=False)
@@ -76,6 +227,13 @@ class ChatSendForm(ParamsForm):
 
     def clean_role(self) -> str:
         return self.cleaned_data.get("role") or "user"
+
+    def clean_attachment_ids(self) -> list[str]:
+        raw = [x.strip() for x in (self.cleaned_data.get("attachment_ids") or "").split(",") if x.strip()]
+        try:
+            return [str(uuid.UUID(x)) for x in raw][:20]
+        except ValueError as exc:
+            raise forms.ValidationError("Bad attachment id.") from exc
 
     def clean_mode(self) -> str:
         return self.cleaned_data.get("mode") or "send"

@@ -18,6 +18,8 @@ May import: Django templates, chat.rendering, chat.metrics.
 from __future__ import annotations
 
 import html
+import json
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +54,10 @@ class MessageView:
     edited: bool = False
     prefill_len: int = 0
     conversation_id: int | None = None
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
+    tool_call_id: str = ""
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
+    attachments: list[dict[str, str]] = field(default_factory=list)  # {id, kind, filename, url}
 
     @classmethod
     def from_row(cls, m: Any, *, sibling_index: int = 0, sibling_count: int = 1) -> MessageView:
@@ -64,6 +70,11 @@ class MessageView:
             sibling_count=getattr(m, "sibling_count", sibling_count), turn_id=m.turn_id,
             prev_sibling_id=getattr(m, "prev_sibling_id", None), next_sibling_id=getattr(m, "next_sibling_id", None),
             edited=m.edited, prefill_len=m.prefill_len, conversation_id=m.conversation_id,
+            tool_calls=m.tool_calls or [], tool_call_id=m.tool_call_id, logprobs=m.logprobs or [],
+            attachments=[
+                {"id": str(a.id), "kind": a.kind, "filename": a.filename, "url": a.url}
+                for a in getattr(m, "prefetched_attachments", [])
+            ],
         )
 
     @property
@@ -95,8 +106,92 @@ class MessageView:
         return len(self.reasoning)
 
     @property
+    def tool_calls_pretty(self) -> list[dict[str, str]]:
+        """Tool calls with their arguments pretty-printed when they are JSON."""
+        out = []
+        for c in self.tool_calls:
+            args = c.get("arguments", "")
+            try:
+                args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
+            except ValueError:
+                pass
+            out.append({**c, "pretty": args})
+        return out
+
+    @property
+    def schema_check(self) -> dict[str, Any] | None:
+        return self.metrics.get("schema_check")
+
+    @property
+    def json_pretty(self) -> str:
+        """The answer as formatted JSON when it parses (structured output), else ""."""
+        if not self.schema_check:
+            return ""
+        try:
+            return json.dumps(json.loads(self.content), indent=2, ensure_ascii=False)
+        except ValueError:
+            return ""
+
+    @property
+    def model_output_error(self) -> dict[str, Any] | None:
+        return self.metrics.get("model_output_error")
+
+    @property
+    def error_hint(self) -> str:
+        return error_hint(self.error) if self.error else ""
+
+    @property
+    def logprob_tokens(self) -> list[dict[str, Any]]:
+        """Tokens with probability (0–1), a tint class and the top alternatives, for the
+        probability view."""
+        out = []
+        for t in self.logprobs:
+            p = math.exp(t["logprob"]) if t.get("logprob") is not None else 0.0
+            tint = "p-high" if p >= 0.9 else "p-mid" if p >= 0.5 else "p-low" if p >= 0.2 else "p-vlow"
+            alts = ", ".join(f"{a[0]!r} {math.exp(a[1]):.1%}" for a in t.get("top", []) if len(a) == 2)
+            out.append({"token": t["token"], "p": p, "tint": tint, "title": f"{p:.1%}" + (f" · top: {alts}" if alts else "")})
+        return out
+
+    @property
     def metric_items(self) -> list[tuple[str, str, str]]:
         return metric_items(self.metrics, self.usage, self.finish_reason)
+
+
+def error_hint(error: dict[str, Any]) -> str:
+    """What to do about an upstream error, in one sentence (shown under the error)."""
+    status = error.get("status")
+    code = str(error.get("code") or "").lower()
+    message = str(error.get("message") or "").lower()
+    if any(k in message or k in code for k in ("context length", "context window", "maximum context", "context_length", "too many tokens", "prompt is too long")):
+        return "The conversation is longer than the model's context window: shorten it, start a new one, or pick a model with a longer context."
+    if status in (401, 403) or "auth" in code or "api_key" in code or "permission" in code:
+        return "Check the endpoint's API key (Endpoints → Edit) and that it may use this model."
+    if status == 402 or "credit" in message or "insufficient" in code:
+        return "Add credits to your account with this provider, then retry."
+    if status == 404 or "not_found" in code or "model_not_found" in code:
+        return "Pick another model: Test connection on the Endpoints page lists what this endpoint serves."
+    if status == 413 or "too_large" in code:
+        return "The request is too large: shorten the conversation or remove attachments."
+    if status == 429 or "rate" in code:
+        wait = error.get("retry_after_s")
+        return f"Rate limited: wait {wait:g} s, then retry." if wait else "Rate limited: wait a moment, then retry."
+    if status in (408, 504) or code == "timeout":
+        return "The upstream timed out: retry, or lower max tokens."
+    if code == "connection_error":
+        return "Could not reach the endpoint: check the base URL and that the server is running."
+    if code in ("stream_cut", "stream_error"):
+        return "The stream broke off: the text so far is kept; Retry, or Continue from it."
+    if code == "base_url_refused":
+        return "This base URL is not allowed: change it on the Endpoints page."
+    if code == "interrupted":
+        return "Retry runs this turn again."
+    if status in (500, 502, 503, 529) or "overloaded" in code:
+        return "The provider is having trouble: retry in a moment or pick another model."
+    if status == 400 and error.get("param"):
+        return f"Check the parameter {error['param']} in the settings."
+    if status == 400:
+        return "The endpoint refused the request: check the parameters and the model's limits."
+    return ""
 
 
 def _fmt_ms(v: Any) -> str:
@@ -208,3 +303,11 @@ def thread(views: list[MessageView]) -> str:
     """The whole active branch, replacing ``#thread`` (after a branch switch or an edit)."""
     inner = "".join(render_message(v) for v in views)
     return f'<div id="thread" class="thread" hx-swap-oob="true">{inner}</div>'
+
+
+def field_errors(errors: dict[str, list[str]], fields: tuple[str, ...]) -> str:
+    """One ``#err-<field>`` span per settings field: its messages, or empty to clear."""
+    return "".join(
+        f'<span class="field-error" id="err-{f}" hx-swap-oob="true">{html.escape(" ".join(errors.get(f, [])))}</span>'
+        for f in fields
+    )

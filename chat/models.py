@@ -91,6 +91,25 @@ class Endpoint(models.Model):
         return json.loads(raw) if raw else {}
 
 
+class Attachment(models.Model):
+    """An image or audio file uploaded over HTTP and referenced by id from a websocket send.
+
+    The bytes live in the row (bounded by ``PLAYGROUND_MAX_ATTACHMENT_BYTES``); ``message`` is
+    set when the message that carries it is written.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="attachments")
+    message = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments")
+    kind = models.CharField(max_length=8)  # image | audio
+    media_type = models.CharField(max_length=100)
+    filename = models.CharField(max_length=255, blank=True, default="")
+    url = models.URLField(max_length=2000, blank=True, default="")  # an image URL instead of bytes
+    data = models.BinaryField(blank=True, default=b"")
+    size = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
 class Conversation(models.Model):
     """A chat owned by one user, with its current settings (endpoint, model, system prompt, params)."""
 
@@ -163,6 +182,10 @@ class Message(models.Model):
     settings_snapshot = models.JSONField(default=dict, blank=True)
     inspect = models.JSONField(default=dict, blank=True)  # request sent (redacted), raw events
     edited = models.BooleanField(default=False)  # content changed by the user after the fact
+    tool_calls = models.JSONField(default=list, blank=True)  # [{id, name, arguments}] of an answer
+    tool_call_id = models.CharField(max_length=200, blank=True, default="")  # role "tool": which call
+    reasoning_signature = models.TextField(blank=True, default="")  # Anthropic thinking signature
+    logprobs = models.JSONField(default=list, blank=True)  # [{token, logprob, top: [[t, lp], …]}]
     prefill_len = models.PositiveIntegerField(default=0)  # leading chars the user wrote (prefill/continue)
     owner_process = models.CharField(max_length=64, blank=True, default="")
     owner_channel = models.CharField(max_length=120, blank=True, default="")  # channel layer name

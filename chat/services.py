@@ -313,6 +313,30 @@ def turn_regenerate(*, message: Message, prefill: str = "") -> Message:
 turn_retry = turn_regenerate
 
 
+def turn_tool_result(*, message: Message, tool_call_id: str, content: str) -> tuple[Message, Message]:
+    """The user's tool result (role ``tool``) after ``message``'s tool call, and the streaming
+    answer that continues the turn. One INSERT (both rows) and the conversation UPDATE."""
+    conversation = message.conversation
+    endpoint = conversation.endpoint
+    now = timezone.now()
+    tool_msg = Message(
+        id=uuid.uuid4(), conversation=conversation, parent_id=message.pk, role="tool", turn_id=uuid.uuid4(),
+        content=content, tool_call_id=tool_call_id, status=MessageStatus.COMPLETE, created_at=now,
+    )
+    assistant = Message(
+        id=uuid.uuid4(), conversation=conversation, lane=message.lane, parent_id=tool_msg.id, role="assistant",
+        turn_id=tool_msg.turn_id, status=MessageStatus.STREAMING,
+        settings_snapshot=_snapshot(endpoint, conversation.model, conversation.system_prompt, conversation.params)
+        if endpoint else message.settings_snapshot,
+        owner_process=PROCESS_ID, owner_channel=OWNER_CHANNEL, heartbeat_at=now,
+        created_at=now + timedelta(microseconds=1),
+    )
+    with transaction.atomic():
+        Message.objects.bulk_create([tool_msg, assistant])
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now, current_leaf_id=assistant.id)
+    return tool_msg, assistant
+
+
 def message_append(*, conversation: Conversation, role: str, content: str, parent_id: uuid.UUID | None) -> Message:
     """Insert a message of any role (user, assistant, system) after ``parent_id`` without running
     a turn; it becomes the current leaf."""
@@ -429,6 +453,9 @@ def message_complete(
     metrics: dict[str, Any],
     error: dict[str, Any],
     inspect: dict[str, Any],
+    tool_calls: list[dict[str, str]] | None = None,
+    reasoning_signature: str = "",
+    logprobs: list[dict[str, Any]] | None = None,
 ) -> bool:
     """Write a turn's final row once (one UPDATE), only if it is still ``streaming``."""
     updated = Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
@@ -441,6 +468,9 @@ def message_complete(
         metrics=metrics,
         error=error,
         inspect=inspect,
+        tool_calls=tool_calls or [],
+        reasoning_signature=reasoning_signature,
+        logprobs=logprobs or [],
         heartbeat_at=timezone.now(),
     )
     return bool(updated)

@@ -35,9 +35,12 @@ from chat.providers.base import (
     ChatRequest,
     EndpointConfig,
     Finish,
+    LogprobsDelta,
+    ModelOutputError,
     ProviderError,
     RawEvent,
     ReasoningDelta,
+    ReasoningSignature,
     ResponseStarted,
     TextDelta,
     ToolCallDelta,
@@ -49,6 +52,7 @@ from chat.providers.http import get_client
 log = logging.getLogger(__name__)
 
 MAX_RAW_EVENTS = 2000
+MAX_LOGPROB_TOKENS = 8192
 MAX_RAW_BYTES = 512 * 1024
 
 StreamFn = Callable[[EndpointConfig, ChatRequest], AsyncIterator[Any]]
@@ -105,6 +109,8 @@ class LiveTurn:
     metrics: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] = field(default_factory=dict)
     tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    reasoning_signature: str = ""
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
     subscribers: set[Subscriber] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
     stop_requested: bool = False
@@ -123,6 +129,7 @@ class LiveTurn:
         """The message as it stands now (for snapshot frames and mid-turn page loads)."""
         nav = self.snapshot_meta.get("_nav", {})
         return frames.MessageView(
+            tool_calls=[self.tool_calls[i] for i in sorted(self.tool_calls)], logprobs=self.logprobs,
             sibling_index=nav.get("sibling_index", 0), sibling_count=nav.get("sibling_count", 1),
             prev_sibling_id=nav.get("prev_sibling_id"), next_sibling_id=None,
             id=self.message_id, role="assistant", content=self.text, reasoning=self.reasoning,
@@ -251,6 +258,31 @@ registry = TurnRegistry()
 def _default_stream(config: EndpointConfig, request: ChatRequest) -> AsyncIterator[Any]:
     adapter = get_adapter(config.api_style)
     return adapter.stream(get_client(), config, request)
+
+
+def structured_output_check(response_format: dict[str, Any] | None, text: str) -> dict[str, Any] | None:
+    """Check an answer against the requested structured output (``json_object`` /
+    ``json_schema``): ``{"kind", "valid": bool, "errors": [str, …]}``, or None when none was
+    requested. Uses jsonschema with the schema's own draft."""
+    if not response_format or response_format.get("type") not in ("json_object", "json_schema"):
+        return None
+    kind = response_format["type"]
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return {"kind": kind, "valid": False, "errors": [f"Not valid JSON: {exc}"]}
+    if kind == "json_object":
+        ok = isinstance(value, dict)
+        return {"kind": kind, "valid": ok, "errors": [] if ok else ["The answer is JSON but not an object."]}
+    import jsonschema
+
+    schema = (response_format.get("json_schema") or {}).get("schema") or {}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+        for e in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    ][:20]
+    return {"kind": kind, "valid": not errors, "errors": errors}
 
 
 class TurnRunner:
@@ -393,6 +425,16 @@ class TurnRunner:
                 elif isinstance(ev, ResponseStarted):
                     self.tc.byte()
                     turn.metrics["request_id"] = ev.request_id
+                elif isinstance(ev, ReasoningSignature):
+                    turn.reasoning_signature += ev.signature
+                elif isinstance(ev, LogprobsDelta):
+                    if len(turn.logprobs) < MAX_LOGPROB_TOKENS:
+                        turn.logprobs.extend(
+                            {"token": t.token, "logprob": t.logprob, "top": [list(x) for x in t.top]}
+                            for t in ev.tokens
+                        )
+                elif isinstance(ev, ModelOutputError):
+                    turn.metrics["model_output_error"] = {"message": ev.message, "raw_output": ev.raw_output}
         except asyncio.CancelledError:
             if not turn.stop_requested:
                 status = "interrupted"
@@ -422,8 +464,10 @@ class TurnRunner:
                 completion_price_per_mtok=spec.completion_price_per_mtok,
             ),
         }
-        if turn.tool_calls:
-            turn.metrics["tool_calls"] = [turn.tool_calls[i] for i in sorted(turn.tool_calls)]
+        tool_calls = [turn.tool_calls[i] for i in sorted(turn.tool_calls)]
+        check = structured_output_check(spec.request.response_format, turn.text) if status == "complete" else None
+        if check is not None:
+            turn.metrics["schema_check"] = check
         # Deliver the remaining text before the final frame.
         turn._done = True
         turn._dirty.set()
@@ -454,6 +498,8 @@ class TurnRunner:
                     reasoning=turn.reasoning, finish_reason=turn.finish_reason,
                     usage=usage_dict(turn.usage), usage_raw=turn.usage.raw if turn.usage else {},
                     metrics=turn.metrics, error=turn.error, inspect=inspect,
+                    tool_calls=tool_calls, reasoning_signature=turn.reasoning_signature,
+                    logprobs=turn.logprobs,
                 )
             )
         except Exception:

@@ -26,13 +26,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import forms, selectors, services
-from chat.frames import MessageView
+from chat.consumers import thread_views
 from chat.middleware import reset_cache, users_exist
 from chat.models import SiteSettings
 from chat.providers import get_adapter
 from chat.providers.base import EndpointConfig, ProviderError
 from chat.providers.http import get_client
-from chat.consumers import thread_views
 
 # ---- accounts ------------------------------------------------------------------------------
 
@@ -194,7 +193,7 @@ def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     """``<option>``s of the cached model ids of an endpoint, for the model picker's datalist."""
     endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
     models = endpoint.models_cache
-    if not models:
+    if not models or request.GET.get("refresh"):
         try:
             config = EndpointConfig(
                 base_url=endpoint_base_url_for_request(request, endpoint.base_url),
@@ -235,11 +234,17 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     params = forms.ParamsForm(initial={
         **conv.params, "stop": "\n".join(conv.params.get("stop", []) or []),
     })
+    thread = thread_views(conv)
     return render(
         request, "chat/conversation.html",
         {
             "conversation": conv,
-            "thread": thread_views(conv),
+            "thread": thread,
+            "efforts": ["", *forms.EFFORTS],
+            "formats": ["", "text", "json_object", "json_schema"],
+            "json_schema_text": json.dumps(conv.params["json_schema"], indent=2) if conv.params.get("json_schema") else "",
+            "tools_text": json.dumps(conv.params["tools"], indent=2) if conv.params.get("tools") else "",
+            "prompt_chars": len(conv.system_prompt) + sum(len(v.content) for v in thread),
             "endpoints": endpoints,
             "sidebar": selectors.conversation_list_for_user(user=request.user)[:200],
             "params_form": params,
@@ -306,3 +311,110 @@ def message_inspect(request: HttpRequest, message_id: str) -> HttpResponse:
         "events": inspect.get("events", []),
         "inspect": inspect,
     })
+
+
+# ---- attachments ---------------------------------------------------------------------------
+
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+AUDIO_TYPES = {
+    "audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav",
+    "audio/mp4": "m4a", "audio/x-m4a": "m4a", "audio/m4a": "m4a", "audio/webm": "webm", "audio/ogg": "ogg",
+    "audio/flac": "flac", "audio/x-flac": "flac", "audio/opus": "opus",
+}
+AUDIO_EXTENSIONS = {"mp3": "audio/mpeg", "wav": "audio/wav", "m4a": "audio/mp4", "webm": "audio/webm",
+                    "ogg": "audio/ogg", "flac": "audio/flac", "opus": "audio/opus"}
+
+
+@require_POST
+def attachment_upload(request: HttpRequest) -> HttpResponse:
+    """Upload images/audio (multipart ``file``, several allowed) or register an image ``url``.
+
+    Returns one chip per attachment (a hidden ``attachment_ids`` input bound to the composer).
+    Refuses files over ``PLAYGROUND_MAX_ATTACHMENT_BYTES`` and unknown types, with the reason.
+    """
+    from chat.models import Attachment
+
+    limit = settings.PLAYGROUND_MAX_ATTACHMENT_BYTES
+    created, errors = [], []
+    url = (request.POST.get("url") or "").strip()
+    if url:
+        if not url.startswith(("http://", "https://")):
+            errors.append("An image URL must start with http:// or https://.")
+        else:
+            created.append(Attachment.objects.create(owner=request.user, kind="image", media_type="", url=url[:2000], filename=url.rsplit("/", 1)[-1][:255]))
+    for f in request.FILES.getlist("file"):
+        media_type = (f.content_type or "").lower()
+        ext = f.name.rsplit(".", 1)[-1].lower() if "." in f.name else ""
+        if media_type in IMAGE_TYPES:
+            kind = "image"
+        elif media_type in AUDIO_TYPES or ext in AUDIO_EXTENSIONS:
+            kind = "audio"
+            media_type = media_type if media_type in AUDIO_TYPES else AUDIO_EXTENSIONS[ext]
+        else:
+            errors.append(f"{f.name}: only images (png, jpeg, gif, webp) and audio (mp3, wav, m4a, webm, ogg, flac, opus).")
+            continue
+        if f.size > limit:
+            errors.append(f"{f.name} is {f.size / 1e6:.1f} MB; the limit is {limit / 1e6:.0f} MB.")
+            continue
+        data = f.read()
+        created.append(Attachment.objects.create(
+            owner=request.user, kind=kind, media_type=media_type, filename=f.name[:255], data=data, size=len(data),
+        ))
+    return render(request, "chat/conversation.html#attachment-chips", {"attachments": created, "errors": errors})
+
+
+@require_GET
+def attachment_get(request: HttpRequest, attachment_id: str) -> HttpResponse:
+    """The bytes of an attachment, for its owner only (404 otherwise)."""
+    from chat.models import Attachment
+
+    try:
+        a = Attachment.objects.get(pk=attachment_id, owner=request.user)
+    except (Attachment.DoesNotExist, ValueError) as exc:
+        raise Http404("No such attachment") from exc
+    if a.url:
+        return redirect(a.url)
+    response = HttpResponse(bytes(a.data), content_type=a.media_type)
+    response["Content-Disposition"] = "inline"
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+# ---- "View code" ---------------------------------------------------------------------------
+
+
+def conversation_code(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The next request of this conversation (current settings from the composer, plus the text
+    in the box as the next user message) as curl, Python and JavaScript; secrets as env vars."""
+    from chat.codegen import snippets
+    from chat.consumers import history, make_request
+
+    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    data = request.GET
+    endpoint = conv.endpoint
+    if data.get("endpoint_id"):
+        endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data["endpoint_id"])
+    if endpoint is None:
+        return HttpResponse('<p class="muted">Pick an endpoint first.</p>')
+    form = forms.ParamsForm(data)
+    if not form.is_valid():
+        errs = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return HttpResponse(f'<p class="field-error">Fix the settings first: {errs}</p>'.replace("<script", "&lt;script"))
+    thread = selectors.conversation_thread(conversation=conv)
+    messages = history(thread)
+    if data.get("content", "").strip():
+        from chat.providers.base import ChatMessage
+
+        messages += (ChatMessage(data.get("role") or "user", data["content"]),)
+    request_obj = make_request(
+        api_style=endpoint.api_style, model=data.get("model") or conv.model,
+        system=data.get("system_prompt", conv.system_prompt), stored=form.params(), messages=messages,
+    )
+    config = EndpointConfig(
+        base_url=endpoint_base_url_for_request(request, endpoint.base_url),
+        api_key=endpoint.get_api_key() and "x", extra_headers={k: "x" for k in endpoint.get_extra_headers()},
+        api_style=endpoint.api_style, stream_options=endpoint.stream_options,
+    )
+    s = snippets(config, request_obj, endpoint_name=endpoint.name)
+    return render(request, "chat/code.html", {"s": s, "endpoint": endpoint})

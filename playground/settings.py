@@ -179,6 +179,10 @@ PLAYGROUND_SIMULATOR_CONTROL = env.bool("PLAYGROUND_SIMULATOR_CONTROL", default=
 PLAYGROUND_PARTIAL_SAVE_S = env.float("PLAYGROUND_PARTIAL_SAVE_S", default=2.0)
 # Minimum gap between two delta frames of one message, seconds (the first token goes at once).
 PLAYGROUND_FRAME_INTERVAL_S = env.float("PLAYGROUND_FRAME_INTERVAL_S", default=0.04)
+# Largest image or audio attachment, bytes.
+PLAYGROUND_MAX_ATTACHMENT_BYTES = env.int("PLAYGROUND_MAX_ATTACHMENT_BYTES", default=10 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = PLAYGROUND_MAX_ATTACHMENT_BYTES + 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = PLAYGROUND_MAX_ATTACHMENT_BYTES + 1024 * 1024
 # Concurrent turns per process; above it a send is refused with "busy, try again".
 PLAYGROUND_MAX_TURNS = env.int("PLAYGROUND_MAX_TURNS", default=200)
 

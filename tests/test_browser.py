@@ -28,7 +28,7 @@ def test_first_account_chat_with_reasoning_metrics_and_reload(server, page) -> N
     pg.wait_for_selector("#conn-state.ok")
     # The built-in simulator is the default endpoint of a fresh install.
     assert pg.locator("#endpoint option:checked").inner_text() == "Built-in simulator"
-    set_model(pg, "sim-reasoning?ttft_ms=300&delay_ms=25&length=60&reasoning_length=30")
+    set_model(pg, "sim-reasoning?ttft_ms=1500&delay_ms=25&length=60&reasoning_length=30")
     # Shift+Enter adds a line, Enter sends.
     pg.fill("#content", "First line")
     pg.press("#content", "Shift+Enter")
@@ -50,10 +50,10 @@ def test_first_account_chat_with_reasoning_metrics_and_reload(server, page) -> N
     assert pg.locator(f"{ASSISTANT} details.thinking").count() == 1
     metrics = {pg.locator(".metric dt").nth(i).inner_text(): pg.locator(".metric dd").nth(i).inner_text()
                for i in range(pg.locator(".metric").count())}
-    assert re.fullmatch(r"\d+ ms", metrics["TTFT"]) and int(metrics["TTFT"].split()[0]) >= 300
+    assert re.fullmatch(r"\d+ ms", metrics["TTFT"]) and int(metrics["TTFT"].split()[0]) >= 1500
     assert metrics["completion"] != "—" and metrics["prompt"] != "—" and metrics["reasoning"] != "—"
     assert metrics["finish"] == "stop"
-    assert metrics["upstream TTFT"] == "300 ms"
+    assert metrics["upstream TTFT"] == "1500 ms"
     assert "tok/s" in metrics and metrics["tok/s"] != "—"
     # The title appears in the sidebar.
     pg.wait_for_selector("#conversation-list li a:has-text('First line second line')")

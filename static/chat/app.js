@@ -68,6 +68,8 @@
   function clearComposer() {
     var form = document.getElementById("composer");
     form.querySelector("[name=content]").value = "";
+    var chips = document.getElementById("attach-chips");
+    if (chips) chips.innerHTML = "";
     form.querySelector("[name=turn_id]").value = uuid4();
     pendingTurn = null;
     var send = document.getElementById("send");
@@ -77,13 +79,7 @@
   function afterFrame(frameText) {
     var form = document.getElementById("composer");
     if (appendPending && frameText && frameText.indexOf('id="thread"') >= 0) { appendPending = false; clearComposer(); }
-    if (pendingTurn && form && document.querySelector('[data-turn-id="' + pendingTurn + '"]')) {
-      form.querySelector("[name=content]").value = "";
-      form.querySelector("[name=turn_id]").value = uuid4();
-      pendingTurn = null;
-      var send = document.getElementById("send");
-      if (send) send.disabled = false;
-    }
+    if (pendingTurn && form && document.querySelector('[data-turn-id="' + pendingTurn + '"]')) clearComposer();
     document.querySelectorAll(".msg-assistant.status-streaming").forEach(function (m) {
       var t = m.querySelector(".answer"), r = m.querySelector(".reasoning-text");
       if ((t && t.textContent.length) || (r && r.textContent.length)) m.classList.add("has-tokens");
@@ -196,5 +192,117 @@
     }
   });
 
-  document.addEventListener("DOMContentLoaded", function () { afterFrame(); scrollDown(); });
+  // ---- settings panel: only what the endpoint's API style accepts --------------------------
+  function currentStyle() {
+    var sel = document.getElementById("endpoint");
+    var opt = sel && sel.selectedOptions[0];
+    return opt ? opt.dataset.style : "openai_chat";
+  }
+  function applyStyle() {
+    var style = currentStyle();
+    document.querySelectorAll("#settings [data-styles]").forEach(function (el) {
+      el.hidden = el.getAttribute("data-styles").split(" ").indexOf(style) < 0;
+    });
+    var rf = document.getElementById("response_format");
+    var sf = document.querySelector(".schema-fields");
+    if (rf && sf) sf.hidden = rf.value !== "json_schema";
+    meter();
+  }
+  document.addEventListener("change", function (e) {
+    if (e.target.id === "endpoint" || e.target.id === "response_format") applyStyle();
+    if (e.target.name === "max_tokens" || e.target.id === "model") meter();
+  });
+
+  // ---- context-window meter: estimated prompt tokens + max tokens vs context length -------
+  function meter() {
+    var box = document.getElementById("ctx-meter");
+    if (!box) return;
+    var model = (document.getElementById("model") || {}).value || "";
+    var opt = document.querySelector('#model-list option[value="' + CSS.escape(model) + '"]');
+    var ctx = opt ? parseInt(opt.dataset.context || "0", 10) : 0;
+    var chars = parseInt(box.dataset.promptChars || "0", 10) + ((document.getElementById("content") || {}).value || "").length;
+    var prompt = Math.ceil(chars / 4);
+    var maxTok = parseInt((document.querySelector("[name=max_tokens]") || {}).value || "0", 10) || 0;
+    var text = box.querySelector(".ctx-text"), bar = box.querySelector(".ctx-bar span");
+    if (!ctx) { text.textContent = "≈" + prompt + " prompt tokens (context length unknown)"; bar.style.width = "0%"; box.className = "ctx-meter"; return; }
+    var used = prompt + maxTok, pct = Math.min(100, Math.round(100 * used / ctx));
+    bar.style.width = pct + "%";
+    box.className = "ctx-meter" + (used > ctx ? " over" : pct > 80 ? " warn" : "");
+    text.textContent = "≈" + prompt + (maxTok ? " + " + maxTok : "") + " / " + ctx + " tokens" + (used > ctx ? " — this send would overflow the context window" : "");
+  }
+  document.addEventListener("input", function (e) { if (e.target.id === "content") meter(); });
+  document.addEventListener("htmx:afterSwap", function (e) { if (e.target.id === "model-options") meter(); });
+
+  document.addEventListener("click", function (e) {
+    if (e.target.id === "refresh-models") {
+      var opt = document.getElementById("endpoint").selectedOptions[0];
+      if (opt) htmx.ajax("GET", opt.dataset.modelsUrl + "?refresh=1", { target: "#model-options", swap: "innerHTML" });
+    }
+  });
+
+  // ---- attachments: picker, paste, drop, URL ----------------------------------------------
+  function csrf() {
+    var h = document.body.getAttribute("hx-headers");
+    try { return JSON.parse(h)["X-CSRFToken"]; } catch (err) { return ""; }
+  }
+  function upload(formData) {
+    var url = document.getElementById("upload-form").getAttribute("hx-post");
+    return fetch(url, { method: "POST", body: formData, headers: { "X-CSRFToken": csrf() }, credentials: "same-origin" })
+      .then(function (r) { return r.text(); })
+      .then(function (html) { document.getElementById("attach-chips").insertAdjacentHTML("beforeend", html); });
+  }
+  function uploadFiles(files) {
+    if (!files || !files.length) return;
+    var fd = new FormData();
+    for (var i = 0; i < files.length; i++) fd.append("file", files[i]);
+    upload(fd);
+  }
+  document.addEventListener("click", function (e) {
+    if (e.target.id === "attach-button") document.getElementById("attach-file").click();
+    if (e.target.id === "attach-url-button") {
+      var u = window.prompt("Image URL (http or https)");
+      if (u) { var fd = new FormData(); fd.append("url", u); upload(fd); }
+    }
+    var rm = e.target.closest && e.target.closest(".chip-remove");
+    if (rm) rm.closest(".chip").remove();
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (e.target.id === "upload-form") document.getElementById("attach-file").value = "";
+  });
+  document.addEventListener("paste", function (e) {
+    if (e.target.id !== "content" || !e.clipboardData) return;
+    var files = [];
+    for (var i = 0; i < e.clipboardData.items.length; i++) {
+      var it = e.clipboardData.items[i];
+      if (it.kind === "file") files.push(it.getAsFile());
+    }
+    if (files.length) { e.preventDefault(); uploadFiles(files); }
+  });
+  document.addEventListener("dragover", function (e) { if (e.target.closest && e.target.closest(".composer")) e.preventDefault(); });
+  document.addEventListener("drop", function (e) {
+    if (!(e.target.closest && e.target.closest(".composer"))) return;
+    e.preventDefault();
+    uploadFiles(e.dataTransfer.files);
+  });
+
+  // ---- "View code" dialog ------------------------------------------------------------------
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (e.target.id === "code-dialog-body") {
+      var d = document.getElementById("code-dialog");
+      if (d && !d.open) d.showModal();
+    }
+  });
+  document.addEventListener("click", function (e) {
+    if (e.target.classList.contains("close-dialog")) e.target.closest("dialog").close();
+    if (e.target.classList.contains("tab")) {
+      var view = e.target.closest(".code-view");
+      view.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("active", t === e.target); });
+      view.querySelectorAll(".tab-panel").forEach(function (p) { p.hidden = p.dataset.panel !== e.target.dataset.tab; });
+    }
+    if (e.target.classList.contains("copy-snippet")) {
+      copy(e.target.closest(".tab-panel").querySelector("pre").textContent, e.target);
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () { afterFrame(); scrollDown(); applyStyle(); });
 })();
