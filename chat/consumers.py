@@ -257,10 +257,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return frames.thread(thread_views(conversation))
 
     # -- actions ---------------------------------------------------------------------------
-    def field_errors(self, errors: dict[str, list[str]]) -> None:
-        """Each settings field's message next to it (empty ones clear old messages)."""
-        if self.subscriber is not None:
-            self.queue.put_nowait(frames.field_errors(errors, (*PARAM_FIELDS, *OPTION_FIELDS)))
+    def field_errors(self, errors: dict[str, list[str]]) -> str:
+        """Spans putting each settings field's message next to it, or clearing the messages of
+        the last refused send (nothing when none are shown): prepended to the next frame."""
+        if errors:
+            self.errors_shown = True
+            return frames.field_errors(errors, (*PARAM_FIELDS, *OPTION_FIELDS))
+        if getattr(self, "errors_shown", False):
+            self.errors_shown = False
+            return frames.field_errors({}, (*PARAM_FIELDS, *OPTION_FIELDS))
+        return ""
 
     async def handle_send(self, data: dict[str, Any]) -> None:
         ids = data.get("attachment_ids") or []
@@ -270,10 +276,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             errors = "; ".join(
                 f"{'' if k == '__all__' else k + ': '}{' '.join(v)}" for k, v in form.errors.items()
             )
-            self.field_errors({k: list(v) for k, v in form.errors.items()})
-            self.notice(f"Not sent: {errors}")
+            self.queue.put_nowait(
+                self.field_errors({k: list(v) for k, v in form.errors.items()}) + frames.notice(f"Not sent: {errors}", level="error")
+            )
             return
-        self.field_errors({})
+        clear = self.field_errors({})
+        if clear:
+            self.queue.put_nowait(clear)
         cleaned = form.cleaned_data
         runs = cleaned["mode"] != "append" and cleaned["role"] in ("user", "assistant")
         if runs and self._busy():
@@ -282,8 +291,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             user=self.user, conversation_id=self.conversation_id, cleaned=cleaned, params=form.params(), runs=runs,
         )
         if isinstance(result, dict):  # a field refused once the endpoint's limits are known
-            self.field_errors(result)
-            self.notice("Not sent: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in result.items()))
+            self.queue.put_nowait(self.field_errors(result) + frames.notice(
+                "Not sent: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in result.items()), level="error"))
             return
         if isinstance(result, str):
             self.notice(result)

@@ -22,7 +22,10 @@ from tests.helpers import chat_requests, deltas, joined, sim_text
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-FINAL_RE = re.compile(r'id="m-(?P<mid>[0-9a-f-]+)" class="msg msg-assistant status-(?P<status>complete|error|stopped|interrupted)"')
+# The final frame: the message partial itself carries hx-swap-oob (a thread frame does not count).
+FINAL_RE = re.compile(
+    r'<article id="m-(?P<mid>[0-9a-f-]+)" class="msg msg-assistant status-(?P<status>complete|error|stopped|interrupted)"[^>]*hx-swap-oob="true"'
+)
 KEY = "sk-test-SECRET-0123456789abcdef"
 
 
@@ -71,7 +74,7 @@ async def until_final(comm: WebsocketCommunicator, timeout: float = 30.0) -> tup
         frame = await comm.receive_from(timeout=max(0.1, deadline - time.monotonic()))
         frames.append(frame)
         m = FINAL_RE.search(frame)
-        if m and 'hx-swap-oob="true"' in frame:
+        if m:
             return frames, m["mid"], m["status"]
 
 
