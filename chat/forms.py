@@ -306,7 +306,6 @@ class EndpointForm(forms.ModelForm):
     def __init__(self, *args: Any, allow_private: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.allow_private = allow_private
-        self.fields["api_style"].choices = [(ApiStyle.OPENAI_CHAT.value, ApiStyle.OPENAI_CHAT.label)]
 
     def clean_base_url(self) -> str:
         url = self.cleaned_data["base_url"].strip().rstrip("/")

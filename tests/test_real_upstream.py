@@ -123,3 +123,54 @@ def test_reasoning_streams_from_llama_server_into_the_thinking_block(server, pag
     assert stored[2] == "complete" and stored[0].strip()
     assert pg.locator(".msg-assistant details.thinking").count() == 1
     assert "/v1/chat/completions" in thinker.requested_paths()
+
+
+STYLE_PATHS = {"openai_chat": "/v1/chat/completions", "anthropic_messages": "/v1/messages",
+               "openai_responses": "/v1/responses"}
+
+
+def upstream_counts(style: str, raw: dict) -> tuple[int, int]:
+    """(prompt, completion) tokens as the upstream's own usage object states them."""
+    if style == "openai_chat":
+        return raw["prompt_tokens"], raw["completion_tokens"]
+    if style == "anthropic_messages":
+        prompt = raw["input_tokens"] + (raw.get("cache_read_input_tokens") or 0) + (raw.get("cache_creation_input_tokens") or 0)
+        return prompt, raw["output_tokens"]
+    return raw["input_tokens"], raw["output_tokens"]
+
+
+def test_the_same_chat_works_through_all_three_api_styles(server, page, smollm) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    for style in STYLE_PATHS:
+        pg.goto(server.url + "/endpoints/new/")
+        pg.fill("#id_name", f"llama {style}")
+        pg.fill("#id_base_url", smollm.base_url)
+        pg.select_option("#id_api_style", style)
+        pg.click("button:has-text('Save endpoint')")
+        pg.wait_for_url("**/endpoints/")
+    for style, path in STYLE_PATHS.items():
+        before = smollm.requested_paths().count(path)
+        pg.goto(server.url + "/")
+        pg.click("button:has-text('New chat')")
+        pg.wait_for_selector("#conn-state.ok")
+        pg.select_option("#endpoint", label=f"llama {style}")
+        pg.fill("#model", "smollm2")
+        pg.fill("input[name=temperature]", "0")
+        pg.fill("input[name=max_tokens]", "40")
+        pg.fill("textarea[name=system_prompt]", SYSTEM)
+        pg.fill("#content", QUESTION)
+        pg.press("#content", "Enter")
+        pg.wait_for_selector(".msg-assistant.status-complete, .msg-assistant.status-error", timeout=120_000)
+        assert pg.locator(".msg-assistant.status-complete").count() == 1, pg.inner_text(".msg-assistant")
+        assert "Paris" in pg.inner_text(".msg-assistant .answer"), style
+        # No style may be routed through another: this turn called exactly its own path.
+        assert smollm.requested_paths().count(path) == before + 1, (style, smollm.requested_paths())
+        row = server.query(
+            "select usage, usage_raw from chat_message where role='assistant' order by created_at desc limit 1"
+        )[0]
+        prompt, completion = upstream_counts(style, json.loads(row[1]))
+        assert metric(pg, "prompt") == str(prompt), style
+        assert metric(pg, "completion") == str(completion), style
+    paths = smollm.requested_paths()
+    assert all(p in paths for p in STYLE_PATHS.values())
