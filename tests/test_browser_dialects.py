@@ -109,3 +109,25 @@ def test_view_code_shows_env_vars_and_copies(server, page) -> None:  # noqa: ANN
     pg.wait_for_selector("#code-dialog .copy-snippet:has-text('Copied')")
     clip = pg.evaluate("navigator.clipboard.readText()")
     assert clip == curl
+
+
+def test_image_to_a_text_only_model_warns_before_send(server, page) -> None:  # noqa: ANN001
+    pg = page
+    ready(pg, server)
+    pg.fill("#model", "sim-text-only")
+    pg.wait_for_selector("#model-list option[value='sim-text-only'][data-inputs='text']", state="attached")
+    pg.set_input_files("#attach-file", files=[{"name": "dot.png", "mimeType": "image/png", "buffer": PNG}])
+    pg.wait_for_selector("#attach-chips .chip:has-text('dot.png')")
+    dialogs: list[str] = []
+
+    def dismiss(d) -> None:  # noqa: ANN001
+        dialogs.append(d.message)
+        d.dismiss()
+
+    pg.on("dialog", dismiss)
+    pg.fill("#content", "Look")
+    pg.press("#content", "Enter")
+    pg.wait_for_timeout(500)
+    assert dialogs and "reads only: text" in dialogs[0]
+    assert pg.locator(".msg-user").count() == 0 and pg.input_value("#content") == "Look"
+    assert not [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")]

@@ -322,3 +322,4 @@ class ModelInfo:
     max_completion_tokens: int | None = None
     prompt_price_per_mtok: float | None = None
     completion_price_per_mtok: float | None = None
+    input_modalities: tuple[str, ...] | None = None  # e.g. ("text", "image"); None = not reported

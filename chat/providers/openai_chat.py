@@ -906,6 +906,20 @@ async def list_models(
                 max_completion_tokens=max_completion,
                 prompt_price_per_mtok=_price_per_mtok(pricing.get("prompt")),
                 completion_price_per_mtok=_price_per_mtok(pricing.get("completion")),
+                input_modalities=_input_modalities(item),
             )
         )
     return models
+
+
+def _input_modalities(item: dict[str, Any]) -> tuple[str, ...] | None:
+    """What a model reads, where ``/models`` says it: ``input_modalities`` (top level or in
+    OpenRouter's ``architecture``) or ``modalities.input``; None when the endpoint is silent."""
+    for value in (
+        item.get("input_modalities"),
+        _sub(item.get("architecture"), "input_modalities"),
+        _sub(item.get("modalities"), "input"),
+    ):
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    return None

@@ -146,10 +146,12 @@ class ModelSpec:
     prompt_price: float  # USD per prompt token
     completion_price: float  # USD per completion token
     defaults: dict[str, Any] = field(default_factory=dict)
+    # What the model reads; reported as ``input_modalities`` (ModelMetadata allows extra keys).
+    input_modalities: tuple[str, ...] | None = None
 
     def metadata(self) -> dict[str, Any]:
         """This model as a seed 002 ``ModelMetadata`` object."""
-        return {
+        meta: dict[str, Any] = {
             "id": self.id,
             "object": "model",
             "owned_by": "simulator",
@@ -157,6 +159,9 @@ class ModelSpec:
             "max_completion_tokens": self.max_completion_tokens,
             "pricing": {"prompt": self.prompt_price, "completion": self.completion_price},
         }
+        if self.input_modalities is not None:
+            meta["input_modalities"] = list(self.input_modalities)
+        return meta
 
 
 #: The simulated models, in ``GET /models`` order.
@@ -166,6 +171,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("sim-fast", 8192, 4096, 0.0000001, 0.0000002),
         ModelSpec("sim-reasoning", 32768, 8192, 0.0000005, 0.000002, {"reasoning": True}),
         ModelSpec("sim-slow", 4096, 2048, 0.0, 0.0, {"ttft_ms": 1500, "delay_ms": 120}),
+        ModelSpec("sim-text-only", 4096, 2048, 0.0, 0.0, {}, input_modalities=("text",)),
     )
 }
 

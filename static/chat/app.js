@@ -56,6 +56,14 @@
       return;
     }
     if (form && e.target === form) {
+      // Warn before sending images to a model that /models says cannot read them.
+      var model = (document.getElementById("model") || {}).value || "";
+      var opt = document.querySelector('#model-list option[value="' + CSS.escape(model) + '"]');
+      var hasImage = Array.prototype.some.call(document.querySelectorAll("#attach-chips .chip"), function (c) { return c.textContent.indexOf("🖼") >= 0; });
+      if (hasImage && opt && opt.dataset.inputs && opt.dataset.inputs.split(" ").indexOf("image") < 0 &&
+          !window.confirm("According to GET /models, " + model + " reads only: " + opt.dataset.inputs + ". Send the image anyway?")) {
+        e.preventDefault(); return;
+      }
       e.detail.parameters.mode = (submitter && submitter.value === "append") || e.detail.parameters.role === "system" ? "append" : "send";
       pendingTurn = e.detail.parameters.mode === "append" ? null : form.querySelector("[name=turn_id]").value;
       if (e.detail.parameters.mode === "append") appendPending = true;
@@ -119,7 +127,14 @@
     var s = document.getElementById("conn-state");
     if (s) { s.textContent = text; s.className = "conn-state " + cls; }
   }
-  document.addEventListener("htmx:wsOpen", function () { connState("connected", "ok"); });
+  document.addEventListener("htmx:wsOpen", function (e) {
+    connState("connected", "ok");
+    // Before any queued frame: which answers this page shows as running, and a send it has not
+    // seen come back. The server sends the thread again if one of them ended meanwhile.
+    var running = Array.prototype.map.call(document.querySelectorAll(".msg-assistant.status-streaming"), function (m) { return m.id.slice(2); });
+    var ws = e.detail && e.detail.socketWrapper;
+    if (ws && (running.length || pendingTurn)) ws.sendImmediately(JSON.stringify({ action: "sync", streaming: running, turn_id: pendingTurn || "" }));
+  });
   document.addEventListener("htmx:wsClose", function (e) {
     var code = e.detail && e.detail.event && e.detail.event.code;
     if (code === 4401 || code === 4403 || code === 4404) connState("not allowed (" + code + ")", "bad");
