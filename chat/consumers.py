@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
+from django.utils import timezone
 
 from chat import frames, selectors, services
 from chat.cluster import RemoteTurns, cluster, conversation_group, user_group
@@ -58,6 +60,7 @@ from chat.turns import Subscriber, TurnSpec, registry
 log = logging.getLogger(__name__)
 
 STALE_AFTER_S = max(10.0, 5 * settings.PLAYGROUND_PARTIAL_SAVE_S)
+SENT_ALREADY = "This message was sent already."
 
 
 def resolve_base_url(base_url: str, scope: dict[str, Any]) -> str:
@@ -133,7 +136,43 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             stale_after_s=STALE_AFTER_S, live_ids=registry.live_ids(), conversation_id=self.conversation_id
         )
         if changed:
-            self.queue.put_nowait(await database_sync_to_async(self._thread_frame)())
+            await self._resync()
+        # Answers left streaming by a process that died turn "interrupted" once their heartbeat
+        # is stale: look again then, so a page opened right after a restart needs no reload.
+        self.stale_watch = asyncio.get_running_loop().create_task(self._watch_stale())
+
+    async def _watch_stale(self) -> None:
+        while self.subscriber is not None:
+            age = await database_sync_to_async(_oldest_orphan_heartbeat_age)(self.conversation_id, registry.live_ids())
+            if age is None:
+                return
+            await asyncio.sleep(max(0.0, STALE_AFTER_S - age) + 0.5)
+            changed = await database_sync_to_async(services.messages_mark_interrupted)(
+                stale_after_s=STALE_AFTER_S, live_ids=registry.live_ids(), conversation_id=self.conversation_id
+            )
+            if changed and self.subscriber is not None:
+                await self._resync()
+
+    async def _resync(self) -> None:
+        """Send the whole thread again, then a fresh snapshot (and cursor) for every running turn
+        of this conversation, so the page is current and the offsets stay exact. For a page that
+        may have missed frames; an answer shown as streaming that ended meanwhile gets its row."""
+        frame, streaming = await database_sync_to_async(self._thread_frame_and_streaming)()
+        if self.subscriber is None:
+            return
+        self.queue.put_nowait(frame)
+        for turn in list(registry.turns.values()):
+            if turn.spec.conversation_id == self.conversation_id:
+                self.queue.put_nowait(turn.subscribe(self.subscriber))
+        for mid in streaming:
+            if mid in registry.turns:
+                continue
+            if cluster.enabled:
+                self.remote.want_snapshot(str(mid))  # the owner answers with a snapshot or "gone"
+                continue
+            html = await database_sync_to_async(_final_from_row)(mid, self.conversation_id)
+            if html and self.subscriber is not None:
+                self.queue.put_nowait(html)
 
     async def _write(self) -> None:
         while True:
@@ -150,6 +189,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             registry.unwatch(self.conversation_id, self.subscriber)
             self.queue.put_nowait(None)
             self.subscriber = None
+            if getattr(self, "stale_watch", None) is not None:
+                self.stale_watch.cancel()
             if cluster.enabled:
                 await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
                 await self.channel_layer.group_discard(user_group(self.user.pk), self.channel_name)
@@ -230,6 +271,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             "select": self.handle_select,
             "delete": self.handle_delete,
             "edit": self.handle_edit,
+            "sync": self.handle_sync,
             "tool_result": self.handle_tool_result,
             "count_tokens": self.handle_count_tokens,
         }.get(str(action))
@@ -251,6 +293,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             self.notice(f"Not {verb}: bad message id.")
             return None
         return form.cleaned_data["message_id"]
+
+    def _thread_frame_and_streaming(self) -> tuple[str, list[Any]]:
+        views = thread_views(Conversation.objects.get(pk=self.conversation_id))
+        return frames.thread(views), [v.id for v in views if v.status == MessageStatus.STREAMING]
 
     def _thread_frame(self) -> str:
         conversation = Conversation.objects.get(pk=self.conversation_id)
@@ -296,11 +342,24 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         if isinstance(result, str):
             self.notice(result)
+            if result == SENT_ALREADY:  # a repeated or queued send: the page may lack the turn
+                await self._resync()
             return
         if isinstance(result, tuple):  # appended without a turn: (thread frame, sidebar frame)
             self.broadcast(result[0] + result[1])
             return
         await self._launch(result)
+
+    async def handle_sync(self, data: dict[str, Any]) -> None:
+        """A page (re)connected: ``streaming`` lists the answers it shows as running, ``turn_id``
+        a send it has not seen come back. When one of those answers runs nowhere any more (it
+        ended while the page had no socket) or that send did arrive, the page gets the thread
+        again (:meth:`_resync`)."""
+        shown = _uuids(data.get("streaming"))
+        pending = _uuids(data.get("turn_id"))[:1]
+        gone = [m for m in shown if m not in registry.turns and str(m) not in self.remote.turns]
+        if gone or (pending and await database_sync_to_async(_turn_exists)(self.conversation_id, pending[0])):
+            await self._resync()
 
     async def handle_stop(self, data: dict[str, Any]) -> None:
         mid = self._message_id(data, "stopped")
@@ -540,6 +599,33 @@ def _remote_streaming(conversation_id: int) -> list[tuple[Any, str]]:
     )
 
 
+def _uuids(value: Any, limit: int = 100) -> list[uuid.UUID]:
+    """UUIDs from a list (or one string) sent by the page; anything else is ignored."""
+    out = []
+    for v in (value if isinstance(value, list) else [value])[:limit]:
+        try:
+            out.append(uuid.UUID(str(v)))
+        except ValueError:
+            continue
+    return out
+
+
+def _turn_exists(conversation_id: int, turn_id: uuid.UUID) -> bool:
+    return Message.objects.filter(conversation_id=conversation_id, turn_id=turn_id).exists()
+
+
+def _oldest_orphan_heartbeat_age(conversation_id: int, live_ids: set[Any]) -> float | None:
+    """Seconds since the oldest heartbeat of this conversation's streaming rows that this process
+    does not run (``inf`` without one); None when there are none."""
+    beats = (
+        Message.objects.filter(conversation_id=conversation_id, status=MessageStatus.STREAMING)
+        .exclude(pk__in=list(live_ids))
+        .values_list("heartbeat_at", flat=True)
+    )
+    ages = [float("inf") if b is None else (timezone.now() - b).total_seconds() for b in beats]
+    return max(ages) if ages else None
+
+
 def _owner_channel(mid: Any) -> str:
     return Message.objects.filter(pk=mid).values_list("owner_channel", flat=True).first() or ""
 
@@ -611,7 +697,7 @@ def _prepare_send(
         system_prompt=cleaned.get("system_prompt") or "", params=params, role=role,
     )
     if not started.created:
-        return "This message was sent already."
+        return SENT_ALREADY
     conversation.refresh_from_db()
     assistant = Message.objects.get(pk=started.assistant_message_ids[0])
     if role == "user":

@@ -16,7 +16,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 
-from chat.models import ApiStyle, Endpoint
+from chat.models import Endpoint
 from chat.providers.http import check_base_url
 
 PARAM_FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "stop", "seed", "frequency_penalty", "presence_penalty")

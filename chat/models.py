@@ -32,6 +32,9 @@ class SiteSettings(models.Model):
 
     open_signup = models.BooleanField(default=False)
 
+    def __str__(self) -> str:
+        return "Site settings"
+
     @classmethod
     def load(cls) -> SiteSettings:
         obj, _ = cls.objects.get_or_create(pk=1)
@@ -109,6 +112,9 @@ class Attachment(models.Model):
     size = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self) -> str:
+        return self.filename or self.url or str(self.id)
+
 
 class Conversation(models.Model):
     """A chat owned by one user, with its current settings (endpoint, model, system prompt, params)."""
@@ -145,6 +151,9 @@ class Lane(models.Model):
     class Meta:
         ordering = ["position", "id"]
         constraints = [models.UniqueConstraint(fields=["conversation", "position"], name="lane_position_unique")]
+
+    def __str__(self) -> str:
+        return f"lane {self.position} of {self.conversation_id}"
 
 
 class MessageStatus(models.TextChoices):

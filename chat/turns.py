@@ -236,7 +236,7 @@ class TurnRegistry:
         turn.task.cancel()
         return True
 
-    async def drain(self, timeout: float = 30.0) -> None:
+    async def drain(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 - a bound, not a cancel scope
         """Wait for every running turn to end (tests, graceful shutdown)."""
         tasks = [t.task for t in list(self.turns.values()) if t.task]
         if tasks:

@@ -109,7 +109,7 @@ def _seed_002_error_examples() -> list[tuple[str, int, dict]]:
             for status, resp in (op.get("responses") or {}).items():
                 if not status.isdigit() or int(status) < 400:
                     continue
-                for media, content in (resp.get("content") or {}).items():
+                for content in (resp.get("content") or {}).values():
                     for name, ex in (content.get("examples") or {}).items():
                         value = ex.get("value")
                         if value is not None:
