@@ -67,7 +67,7 @@ def send_frame(endpoint_id: int, model: str, content: str = "Hello there", **ext
             "HEADERS": {"HX-Request": "true"}}
 
 
-async def until_final(comm: WebsocketCommunicator, timeout: float = 30.0)  # noqa: ASYNC109 -> tuple[list[str], str, str]:
+async def until_final(comm: WebsocketCommunicator, timeout: float = 30.0) -> tuple[list[str], str, str]:  # noqa: ASYNC109
     frames: list[str] = []
     deadline = time.monotonic() + timeout
     while True:

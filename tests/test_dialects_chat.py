@@ -186,7 +186,7 @@ async def test_view_code_curl_sends_the_same_body_as_the_relay_and_no_secret(sty
         assert KEY not in text and "team-SECRET-hdr" not in text
     assert "${SIM_" in s.curl and "_API_KEY}" in s.curl
     env = {"PATH": "/usr/bin:/bin", s.key_env: KEY, **{v: "team-SECRET-hdr" for v in s.header_envs.values()}}
-    out = subprocess.run(["bash", "-c", s.curl]  # noqa: ASYNC221 - the sim is another process, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(["bash", "-c", s.curl], env=env, capture_output=True, text=True, timeout=60)  # noqa: ASYNC221
     assert out.returncode == 0, out.stderr
     rec = last(fresh_sim, style)
     assert rec["body"] == relay_body
