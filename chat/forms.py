@@ -157,7 +157,8 @@ class ParamsForm(forms.Form):
         out: dict[str, Any] = {}
         for name in (*PARAM_FIELDS, *OPTION_FIELDS):
             value = self.cleaned_data.get(name)
-            if value in (None, "", [], False):
+            # Identity, not equality: 0 and 0.0 (temperature 0, thinking budget 0) are set values.
+            if value is None or value is False or (isinstance(value, (str, list)) and not value):
                 continue
             out[name] = value
         return out

@@ -483,7 +483,7 @@ def test_test_connection_lists_models_and_caches_them(alice_client: Client, fres
     page = resp.content.decode()
     assert_no_secret(page)
     assert "<html" not in page.lower()  # a partial for htmx, not a whole page
-    assert "Connected: 3 models" in page
+    assert "Connected: 4 models" in page
     for mid in ("sim-fast", "sim-reasoning", "sim-slow"):
         assert f"<code>{mid}</code>" in page
     # Context length, max completion tokens, prices per million tokens (USD per token × 1e6).

@@ -92,6 +92,8 @@ def test_paris_streams_from_llama_server_with_exact_token_counts(server, page, s
     pg.wait_for_selector(".msg-assistant.status-complete", timeout=120_000)
     answer = pg.inner_text(".msg-assistant .answer")
     assert "Paris" in answer
+    sent = json.loads(server.query("select inspect from chat_message where role='assistant'")[0][0])["request"]["body"]
+    assert sent["temperature"] == 0 and sent["max_tokens"] == 40  # 0 is a value, not "unset"
     direct_text, usage = direct_usage(smollm.base_url, "smollm2", QUESTION, SYSTEM, temperature=0, max_tokens=40)
     assert "Paris" in direct_text
     assert metric(pg, "prompt") == str(usage["prompt_tokens"])

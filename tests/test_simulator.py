@@ -391,7 +391,7 @@ async def test_models_list_matches_seed_schema(app: Any) -> None:
     assert result.status == 200
     body = result.json()
     validate(body, "ModelMetadataList")
-    assert [m["id"] for m in body["data"]] == ["sim-fast", "sim-reasoning", "sim-slow"]
+    assert [m["id"] for m in body["data"]] == ["sim-fast", "sim-reasoning", "sim-slow", "sim-text-only"]
     assert [m["id"] for m in body["data"]] == list(MODELS)
     for model in body["data"]:
         validate(model, "ModelMetadata")
