@@ -232,6 +232,10 @@ class TurnRegistry:
         turn = self.turns.get(message_id)
         if turn is None or turn.task is None or turn.task.done():
             return False
+        if turn.stop_requested or turn._done:
+            # Already stopping, or already writing its final row: a second cancel would
+            # interrupt the final write and leave the turn registered forever.
+            return True
         turn.stop_requested = True
         turn.task.cancel()
         return True
@@ -455,6 +459,7 @@ class TurnRunner:
 
     async def _finish(self, status: str, pump: asyncio.Task[None]) -> None:
         turn = self.turn
+        turn._done = True  # from here on Stop is a no-op (see TurnRegistry.stop)
         spec = turn.spec
         turn.metrics = {
             **turn.metrics,

@@ -199,3 +199,27 @@ async def test_late_partial_save_never_overwrites_the_final_row(turn_row) -> Non
     other = await database_sync_to_async(Message.objects.filter(pk=mid).update)(status="streaming", content="abcdef")
     assert other == 1
     assert await database_sync_to_async(services.message_save_partial)(message_id=mid, content="abc", reasoning="") is False
+
+
+async def test_stop_twice_still_writes_the_final_row_and_unregisters(turn_row) -> None:  # noqa: ANN001
+    conv, mid = turn_row
+    clock = FakeClock()
+
+    def stream_fn(config, request):  # noqa: ANN001, ANN202
+        async def gen():  # noqa: ANN202
+            for i in range(1000):
+                await asyncio.sleep(0.005)
+                yield TextDelta(f"t{i} ")
+
+        return gen()
+
+    reg = TurnRegistry()
+    reg.start(spec_for(conv, mid), stream_fn=stream_fn, clock=clock)
+    await asyncio.sleep(0.1)
+    assert reg.stop(mid) is True
+    await asyncio.sleep(0)
+    assert reg.stop(mid) is True  # a double click on Stop
+    await reg.drain()
+    assert reg.turns == {}
+    row = await database_sync_to_async(Message.objects.get)(pk=mid)
+    assert row.status == "stopped" and row.content.startswith("t0 ")
