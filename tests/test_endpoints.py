@@ -491,7 +491,8 @@ def test_test_connection_lists_models_and_caches_them(alice_client: Client, fres
     assert "<td>32768</td><td>8192</td><td>0.5</td><td>2.0</td>" in page
     e.refresh_from_db()
     cache = {m["id"]: m for m in e.models_cache}
-    assert list(cache) == ["sim-fast", "sim-reasoning", "sim-slow"]
+    assert list(cache) == ["sim-fast", "sim-reasoning", "sim-slow", "sim-text-only"]
+    assert cache["sim-text-only"]["input_modalities"] == ["text"] and cache["sim-fast"]["input_modalities"] is None
     assert cache["sim-reasoning"]["context_length"] == 32768
     assert cache["sim-reasoning"]["max_completion_tokens"] == 8192
     assert cache["sim-reasoning"]["prompt_price_per_mtok"] == pytest.approx(0.5)

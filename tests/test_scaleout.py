@@ -94,7 +94,6 @@ def test_turn_started_in_a_is_watched_live_and_stopped_from_b(make_server, chrom
     assert raw_text(pa) == content
     assert raw_text(pb) == content
     assert int(mid_len) < len(content), "B joined mid-turn"
-    assert b.log.read_text().count("WSCONNECT /ws/c/") >= 1
 
     # 2. Stop from B a turn that runs in A.
     pa.fill("#model", "sim-fast?ttft_ms=20&delay_ms=40&length=600&reasoning=0")
