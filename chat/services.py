@@ -492,7 +492,10 @@ def messages_mark_interrupted(
     qs = Message.objects.filter(status=MessageStatus.STREAMING)
     if conversation_id is not None:
         qs = qs.filter(conversation_id=conversation_id)
-    mine_dead = Q(owner_process=PROCESS_ID) & ~Q(pk__in=list(live_ids))
+    # This process's rows: dead when not running here, after a short grace (a turn's rows are
+    # written a moment before it is registered, so a tab connecting in between must not mark it).
+    grace = timezone.now() - timedelta(seconds=min(stale_after_s, 5.0))
+    mine_dead = Q(owner_process=PROCESS_ID) & ~Q(pk__in=list(live_ids)) & Q(heartbeat_at__lt=grace)
     theirs_stale = ~Q(owner_process=PROCESS_ID) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
     dead = qs.filter(mine_dead | theirs_stale)
     if not dead.exists():  # the usual case: a read, not a write

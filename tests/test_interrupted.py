@@ -30,10 +30,23 @@ def conv():  # noqa: ANN201
     return services.conversation_create(user=user, endpoint=endpoint), endpoint
 
 
-def streaming_turn(conv, endpoint, *, owner: str, heartbeat_age_s: float | None, text: str = "partial 👩\u200d💻\r\n") -> uuid.UUID:  # noqa: ANN001
+def streaming_turn(
+    conv,
+    endpoint,
+    *,
+    owner: str,
+    heartbeat_age_s: float | None,
+    text: str = "partial 👩\u200d💻\r\n",
+) -> uuid.UUID:  # noqa: ANN001
     started = services.turn_start(
-        conversation=conv, turn_id=uuid.uuid4(), content="hi", parent_id=None, endpoint=endpoint,
-        model="m", system_prompt="", params={},
+        conversation=conv,
+        turn_id=uuid.uuid4(),
+        content="hi",
+        parent_id=None,
+        endpoint=endpoint,
+        model="m",
+        system_prompt="",
+        params={},
     )
     mid = started.assistant_message_ids[0]
     beat = None if heartbeat_age_s is None else timezone.now() - timedelta(seconds=heartbeat_age_s)
@@ -50,13 +63,22 @@ def test_a_live_turn_of_another_process_is_never_touched(conv) -> None:  # noqa:
     live = streaming_turn(c, e, owner=FOREIGN, heartbeat_age_s=1.0)
     # Even with nothing live in this process and a conversation filter or none.
     assert services.messages_mark_interrupted(stale_after_s=10.0, live_ids=set()) == 0
-    assert services.messages_mark_interrupted(stale_after_s=10.0, live_ids=set(), conversation_id=c.pk) == 0
+    assert (
+        services.messages_mark_interrupted(stale_after_s=10.0, live_ids=set(), conversation_id=c.pk)
+        == 0
+    )
     m = row(live)
-    assert m.status == MessageStatus.STREAMING and m.error == {} and m.content == "partial 👩\u200d💻\r\n"
+    assert (
+        m.status == MessageStatus.STREAMING
+        and m.error == {}
+        and m.content == "partial 👩\u200d💻\r\n"
+    )
     # A fresh heartbeat keeps it alive over time: the partial save moves it forward.
     Message.objects.filter(pk=live).update(heartbeat_at=timezone.now() - timedelta(seconds=9.5))
     assert services.messages_mark_interrupted(stale_after_s=10.0) == 0
-    assert services.message_save_partial(message_id=live, content="partial 👩\u200d💻\r\nmore", reasoning="")
+    assert services.message_save_partial(
+        message_id=live, content="partial 👩\u200d💻\r\nmore", reasoning=""
+    )
     assert services.messages_mark_interrupted(stale_after_s=10.0) == 0
     assert row(live).status == MessageStatus.STREAMING
 
@@ -73,7 +95,9 @@ def test_a_stale_turn_of_another_process_becomes_interrupted_with_its_text(conv)
     assert s.error["code"] == "interrupted"
     assert row(never).status == MessageStatus.INTERRUPTED
     # A late partial save of the dead turn cannot resurrect it or change its text.
-    assert not services.message_save_partial(message_id=stale, content="kept\u2028text and more", reasoning="")
+    assert not services.message_save_partial(
+        message_id=stale, content="kept\u2028text and more", reasoning=""
+    )
     assert row(stale).content == "kept\u2028text"
 
 
@@ -92,3 +116,14 @@ def test_other_conversations_are_left_alone_when_filtered(conv) -> None:  # noqa
     stale_elsewhere = streaming_turn(other, e, owner=FOREIGN, heartbeat_age_s=60.0)
     assert services.messages_mark_interrupted(stale_after_s=10.0, conversation_id=c.pk) == 0
     assert row(stale_elsewhere).status == MessageStatus.STREAMING
+
+
+def test_a_just_written_turn_of_this_process_gets_a_grace_before_it_is_registered(conv) -> None:  # noqa: ANN001
+    # turn_start writes the rows a moment before registry.start registers the task; a tab
+    # connecting in between must not mark that turn interrupted.
+    c, endpoint = conv
+    fresh = streaming_turn(c, endpoint, owner=services.PROCESS_ID, heartbeat_age_s=0.5)
+    old = streaming_turn(c, endpoint, owner=services.PROCESS_ID, heartbeat_age_s=30)
+    assert services.messages_mark_interrupted(stale_after_s=10, live_ids=set()) == 1
+    assert Message.objects.get(pk=fresh).status == MessageStatus.STREAMING
+    assert Message.objects.get(pk=old).status == MessageStatus.INTERRUPTED
