@@ -54,4 +54,4 @@ lint: install-test
 	$(VENV)/bin/ruff check .
 
 bench: install-test
-	$(VENV)/bin/python -m tests.bench
+	$(VENV)/bin/python -m bench $(BENCH_ARGS)

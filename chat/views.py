@@ -23,6 +23,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import forms, selectors, services
@@ -290,6 +291,12 @@ def conversation_fork(request: HttpRequest, conversation_id: int) -> HttpRespons
         if upto.conversation_id != conv.pk:
             raise Http404("No such message")
     fork = services.conversation_fork(conversation=conv, upto=upto)
+    if request.htmx:
+        # The button is htmx (its CSRF token comes from <body hx-headers>): the same partial is
+        # rendered in websocket frames, where {% csrf_token %} would be empty.
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = reverse("chat:conversation", kwargs={"conversation_id": fork.pk})
+        return response
     return redirect("chat:conversation", conversation_id=fork.pk)
 
 

@@ -184,7 +184,8 @@ PLAYGROUND_MAX_ATTACHMENT_BYTES = env.int("PLAYGROUND_MAX_ATTACHMENT_BYTES", def
 DATA_UPLOAD_MAX_MEMORY_SIZE = PLAYGROUND_MAX_ATTACHMENT_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = PLAYGROUND_MAX_ATTACHMENT_BYTES + 1024 * 1024
 # Concurrent turns per process; above it a send is refused with "busy, try again".
-PLAYGROUND_MAX_TURNS = env.int("PLAYGROUND_MAX_TURNS", default=200)
+# (At most the HTTP client's connection pool, chat/providers/http.py: 100.)
+PLAYGROUND_MAX_TURNS = env.int("PLAYGROUND_MAX_TURNS", default=100)
 
 LOGGING = {
     "version": 1,

@@ -394,3 +394,24 @@ def test_new_conversation(alice_client: Client, alice) -> None:  # noqa: ANN001
     assert resp.status_code == 302
     conv = Conversation.objects.get(owner=alice)
     assert resp.url == f"/c/{conv.pk}/"
+
+
+@pytest.mark.django_db
+def test_fork_button_works_with_csrf_enforced_and_answers_htmx_with_a_redirect() -> None:
+    from django.test import Client
+
+    from django.contrib.auth import get_user_model
+
+    from chat import services as svc
+
+    user = get_user_model().objects.create_user("forker", password="pw-forker-1")
+    endpoint = svc.endpoint_create(user=user, name="e", base_url="http://127.0.0.1:9/v1")
+    conv = svc.conversation_create(user=user, endpoint=endpoint)
+    svc.message_append(conversation=conv, role="user", content="fork me", parent_id=None)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    page = client.get(f"/c/{conv.pk}/")
+    token = page.cookies["csrftoken"].value
+    r = client.post(f"/c/{conv.pk}/fork/", HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=token)
+    assert r.status_code == 204 and r["HX-Redirect"].startswith("/c/")
+    assert r["HX-Redirect"] != f"/c/{conv.pk}/"
