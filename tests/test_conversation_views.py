@@ -398,9 +398,8 @@ def test_new_conversation(alice_client: Client, alice) -> None:  # noqa: ANN001
 
 @pytest.mark.django_db
 def test_fork_button_works_with_csrf_enforced_and_answers_htmx_with_a_redirect() -> None:
-    from django.test import Client
-
     from django.contrib.auth import get_user_model
+    from django.test import Client
 
     from chat import services as svc
 
