@@ -58,6 +58,7 @@ class MessageView:
     tool_call_id: str = ""
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     attachments: list[dict[str, str]] = field(default_factory=list)  # {id, kind, filename, url}
+    queue_position: int = 0  # > 0 while the turn waits for an admission slot
 
     @classmethod
     def from_row(cls, m: Any, *, sibling_index: int = 0, sibling_count: int = 1) -> MessageView:
@@ -155,6 +156,20 @@ class MessageView:
     @property
     def metric_items(self) -> list[tuple[str, str, str]]:
         return metric_items(self.metrics, self.usage, self.finish_reason)
+
+
+def thread_views(thread: list[Any], live: Any = None) -> list[MessageView]:
+    """Views of the rows of a branch; a running turn's live state (``live(message_id)`` →
+    MessageView or None, e.g. ``chat.turns.registry.live_view``) wins over its row."""
+    views = []
+    for m in thread:
+        view = MessageView.from_row(m)
+        if live is not None and m.status == "streaming":
+            now = live(m.id)
+            if now is not None:
+                view.content, view.reasoning, view.status = now.content, now.reasoning, now.status
+        views.append(view)
+    return views
 
 
 def error_hint(error: dict[str, Any]) -> str:
@@ -269,6 +284,22 @@ def delta(message_id: uuid.UUID, kind: str, start: int, text: str) -> str:
         f'<div hx-swap-oob="beforeend:#m-{message_id}-{kind}" data-start="{start}" '
         f'data-end="{end}">{escape_text(text)}</div>'
     )
+
+
+def queue_position(message_id: uuid.UUID, position: int) -> str:
+    """The waiting line of a queued answer: its position in the admission queue."""
+    return render_to_string("chat/frames.html#queue", {"mid": message_id, "position": position})
+
+
+def turn_refused(message_id: uuid.UUID, message: str) -> str:
+    """A turn whose rows could not be written: remove its skeleton and say why."""
+    return render_to_string("chat/frames.html#refused", {"mid": message_id, "message": message})
+
+
+def final_fallback(view: MessageView) -> str:
+    """A minimal final frame when the message partial could not be rendered: the answer as
+    escaped text, its status and error, and Retry."""
+    return render_to_string("chat/frames.html#fallback", {"m": view})
 
 
 def notice(text: str, *, level: str = "info") -> str:

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 
 from chat import services
 from chat.codegen import snippets
-from chat.consumers import history, make_request
+from chat.history import history, make_request
 from chat.models import Attachment, Message
 from chat.providers.base import EndpointConfig
 from chat.turns import registry
