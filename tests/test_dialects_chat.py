@@ -6,19 +6,21 @@ the same body the relay sends and no secret."""
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
+import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from chat import services
-from chat.codegen import snippets
-from chat.history import history, make_request
 from chat.models import Attachment, Message
-from chat.providers.base import EndpointConfig
 from chat.turns import registry
 from tests.helpers import sim_text  # noqa: F401
 from tests.test_consumers import connect, send_frame, until_final
@@ -37,10 +39,11 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "populati
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")
 
 
-def user_with(style: str, sim):  # noqa: ANN001, ANN201
+def user_with(style: str, sim, *, keyed: bool = True):  # noqa: ANN001, ANN201
     user = get_user_model().objects.create_user(f"u-{style}-{uuid.uuid4().hex[:4]}", password="pw-123456")
     endpoint = services.endpoint_create(user=user, name=f"sim {style}", base_url=sim.base_url, api_style=style,
-                                        api_key=KEY, extra_headers={"X-Team": "team-SECRET-hdr"})
+                                        api_key=KEY if keyed else "",
+                                        extra_headers={"X-Team": "team-SECRET-hdr"} if keyed else {})
     conversation = services.conversation_create(user=user, endpoint=endpoint)
     return user, endpoint, conversation
 
@@ -159,35 +162,53 @@ async def test_count_tokens_on_an_anthropic_endpoint(fresh_sim) -> None:  # noqa
     await comm.disconnect()
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 @pytest.mark.parametrize("style", STYLES)
-async def test_view_code_curl_sends_the_same_body_as_the_relay_and_no_secret(style, fresh_sim, tmp_path) -> None:  # noqa: ANN001
-    user, endpoint, conv = await database_sync_to_async(user_with)(style, fresh_sim)
-    comm = await connect(user, conv.pk)
-    await comm.send_json_to(send_frame(endpoint.pk, FAST, content="Same body please", temperature="0.5",
-                                       max_tokens="20", system_prompt="Be exact"))
-    await until_final(comm)
-    await registry.drain()
-    await comm.disconnect()
-    relay_body = last(fresh_sim, style)["body"]
+async def test_view_code_snippets_send_the_same_request_as_the_relay_and_no_secret(style, keyed, fresh_sim, tmp_path) -> None:  # noqa: ANN001
+    """Issue 7 item 8, end to end: the View code dialog (the view's HTML, unescaped as the
+    browser shows it) for the composer's settings, then the same settings sent as a turn; each
+    snippet (curl, Python SDK, Node fetch) run against the simulator sends the relay's body and
+    key. A keyless endpoint's snippets run with no environment variable at all."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed: the JavaScript snippet cannot be run")
+    user, endpoint, conv = await database_sync_to_async(user_with)(style, fresh_sim, keyed=keyed)
+    settings = {"endpoint_id": str(endpoint.pk), "model": FAST, "content": 'Same body please: "true" $HOME `x`',
+                "system_prompt": "Be exact", "temperature": "0.5", "max_tokens": "20", "top_p": "0.9",
+                "tools": json.dumps(WEATHER), "tool_choice": "auto"}
 
     @database_sync_to_async
-    def code():  # noqa: ANN202
-        from chat import selectors
-        from chat.models import Conversation
+    def view_code() -> dict[str, str]:
+        client = Client()
+        client.force_login(user)
+        resp = client.get(f"/c/{conv.pk}/code/", settings)
+        assert resp.status_code == 200
+        page = resp.content.decode()
+        return {lang: html.unescape(re.search(rf'<pre class="snippet" id="snippet-{lang}">(.*?)</pre>', page, re.S)[1])
+                for lang in ("curl", "python", "javascript")}
 
-        c = Conversation.objects.get(pk=conv.pk)
-        thread = selectors.conversation_thread(conversation=c)[:-1]  # the request before the answer
-        req = make_request(api_style=style, model=c.model, system=c.system_prompt, stored=c.params, messages=history(thread))
-        cfg = EndpointConfig(base_url=fresh_sim.base_url, api_key=KEY, extra_headers={"X-Team": "team-SECRET-hdr"}, api_style=style)
-        return snippets(cfg, req, endpoint_name=endpoint.name)
-
-    s = await code()
-    for text in (s.curl, s.python, s.javascript):
+    code = await view_code()
+    for text in code.values():
         assert KEY not in text and "team-SECRET-hdr" not in text
-    assert "${SIM_" in s.curl and "_API_KEY}" in s.curl
-    env = {"PATH": "/usr/bin:/bin", s.key_env: KEY, **{v: "team-SECRET-hdr" for v in s.header_envs.values()}}
-    out = subprocess.run(["bash", "-c", s.curl], env=env, capture_output=True, text=True, timeout=60)  # noqa: ASYNC221
-    assert out.returncode == 0, out.stderr
-    rec = last(fresh_sim, style)
-    assert rec["body"] == relay_body
-    assert rec["auth_present"] and rec["auth_fingerprint"] == last(fresh_sim, style)["auth_fingerprint"]
+    comm = await connect(user, conv.pk)
+    frame = send_frame(endpoint.pk, FAST, **{k: v for k, v in settings.items() if k not in ("endpoint_id", "model")})
+    await comm.send_json_to(frame)
+    _, _, status = await until_final(comm)
+    await registry.drain()
+    await comm.disconnect()
+    assert status == "complete"
+    relay = last(fresh_sim, style)
+    assert relay["body"]["messages" if style != "openai_responses" else "input"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if keyed:
+        env |= {"SIM_" + style.upper() + "_API_KEY": KEY, "HEADER_X_TEAM": "team-SECRET-hdr"}
+    runs = {"curl": ["sh", "snippet.sh"], "python": [sys.executable, "snippet.py"], "javascript": ["node", "snippet.js"]}
+    for lang, cmd in runs.items():
+        (tmp_path / cmd[1]).write_text(code[lang], encoding="utf-8")
+        out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # noqa: ASYNC221
+        assert out.returncode == 0, (lang, out.stderr)
+        rec = last(fresh_sim, style)
+        assert rec["request_id"] != relay["request_id"]
+        assert rec["body"] == relay["body"], lang
+        assert rec["auth_fingerprint"] == relay["auth_fingerprint"], lang
+        assert rec["headers"].get("x-team") == relay["headers"].get("x-team"), lang
+        relay = rec
