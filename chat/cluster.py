@@ -139,9 +139,13 @@ class Cluster:
 cluster = Cluster()
 
 
+def _cursors(text: int = 0, reasoning: int = 0, text_b: int = 0, reasoning_b: int = 0) -> dict[str, int]:
+    return {"text": text, "reasoning": reasoning, "text_b": text_b, "reasoning_b": reasoning_b}
+
+
 @dataclass
 class _Remote:
-    cursors: dict[str, int] = field(default_factory=lambda: {"text": 0, "reasoning": 0})
+    cursors: dict[str, int] = field(default_factory=_cursors)
     ready: bool = False
     buffer: list[dict[str, Any]] = field(default_factory=list)
 
@@ -168,7 +172,7 @@ class RemoteTurns:
     def started(self, event: dict[str, Any]) -> None:
         if self._mine(event):
             return
-        self.turns[event["mid"]] = _Remote(cursors={"text": event.get("prefill_len", 0), "reasoning": 0}, ready=True)
+        self.turns[event["mid"]] = _Remote(cursors=_cursors(event.get("prefill_len", 0)), ready=True)
         self.push(event["announce"])
 
     def delta(self, event: dict[str, Any]) -> None:
@@ -186,28 +190,33 @@ class RemoteTurns:
 
     def _apply(self, mid: str, state: _Remote, event: dict[str, Any]) -> None:
         parts = []
+        k = frames.key(mid)
         for kind in ("reasoning", "text"):
             text = event.get(kind) or ""
-            if not text:
-                continue
-            start = event[f"{kind}_start"]
+            start = event.get(f"{kind}_start", 0)
             cursor = state.cursors[kind]
-            if start > cursor:  # a lost frame: ask the owner again, buffer meanwhile
+            if start > cursor or event.get(f"{kind}_blocks_start", 0) > state.cursors[kind + "_b"]:
+                # a lost frame: ask the owner again, buffer meanwhile
                 state.buffer.append(event)
                 self.want_snapshot(mid)
                 return
-            if start + len(text) <= cursor:
-                continue
-            piece = text[cursor - start:]
-            parts.append(frames.delta(uuid.UUID(mid), kind, cursor, piece))
-            state.cursors[kind] = cursor + len(piece)
+            if text and start + len(text) > cursor:
+                piece = text[cursor - start:]
+                parts.append(frames.delta(k, kind, cursor, piece))
+                state.cursors[kind] = cursor + len(piece)
+            done = event.get(f"{kind}_blocks") or []
+            have = state.cursors[kind + "_b"] - event.get(f"{kind}_blocks_start", 0)
+            if len(done) > have:
+                parts.append(frames.blocks(k, kind, done[have:], event.get(f"{kind}_upto", 0)))
+                state.cursors[kind + "_b"] += len(done) - have
         if parts:
             self.push("".join(parts))
 
     def snapshot(self, event: dict[str, Any]) -> None:
         mid = event["mid"]
         state = self.turns.setdefault(mid, _Remote())
-        state.cursors = {"text": len(event["text"]), "reasoning": len(event["reasoning"])}
+        state.cursors = _cursors(len(event["text"]), len(event["reasoning"]),
+                                 event.get("text_blocks", 0), event.get("reasoning_blocks", 0))
         state.ready = True
         self.push(event["html"])
         buffered, state.buffer = state.buffer, []

@@ -63,7 +63,8 @@ from chat.turns import Subscriber, TurnSpec, registry
 log = logging.getLogger(__name__)
 
 SETTINGS_FIELDS = (*PARAM_FIELDS, *OPTION_FIELDS, "model")
-BUSY = "The server is busy: too many answers are waiting. Nothing was sent and your text is still in the box."
+BUSY = ("The server is busy (too many answers running or waiting): try again in a moment. "
+        "Nothing was sent and your text is still in the box.")
 
 
 def resolve_base_url(base_url: str, scope: dict[str, Any]) -> str:
@@ -129,11 +130,11 @@ def _announce(plan: TurnPlan, user: Any) -> str:
     else:  # edit, tool_result: the branch changes above the answer
         above = [frames.MessageView.from_row(m) for m in plan.thread]
         frame = frames.thread(above + views)
-    if plan.title_changed:
-        frame += frames.sidebar(
-            list(selectors.conversation_list_for_user(user=user)[:200]),
-            current_id=plan.conversation_id,
-        )
+    if plan.title_changed:  # the row is written beside the upstream request: list it already
+        listed = [c for c in selectors.conversation_list_for_user(user=user)[:199] if c.pk != plan.conversation_id]
+        this = plan.assistant.conversation
+        this.title = plan.title
+        frame += frames.sidebar([this, *listed], current_id=plan.conversation_id)
     return frame
 
 
@@ -534,6 +535,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         a send it has not seen come back. When one of those answers runs nowhere any more (it
         ended while the page had no socket) or that send did arrive, the page gets the thread
         again (:meth:`_resync`)."""
+        for mid in _uuids(data.get("gap"))[:20]:  # the page missed a delta: a fresh snapshot
+            turn = registry.turns.get(mid)
+            if turn is not None and turn.spec.conversation_id == self.conversation_id and self.subscriber:
+                self.queue.put_nowait(turn.subscribe(self.subscriber))
+            elif str(mid) in self.remote.turns:
+                self.remote.want_snapshot(str(mid))
         shown = _uuids(data.get("streaming"))
         pending = _uuids(data.get("turn_id"))[:1]
         gone = [m for m in shown if m not in registry.turns and str(m) not in self.remote.turns]

@@ -52,6 +52,21 @@ def valid_data(value: Any) -> Any:
     return value
 
 
+def finite(value: Any) -> Any:
+    """A JSON-like value with every non-finite float (``inf``, ``nan``: an upstream's odd
+    usage or log probability) replaced by None and every string valid Unicode, so it can be
+    stored as JSON (SQLite's JSON check and PostgreSQL's jsonb refuse ``Infinity``)."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(str(k)): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
 class SecretFilter:
     """Streamed text with secrets replaced by ``[REDACTED]``, across delta boundaries.
 

@@ -56,7 +56,8 @@ from chat.providers.base import (
 )
 from chat.providers.errors import secret_variants
 from chat.providers.http import get_client
-from chat.textsafety import SecretFilter, safe_json_loads, valid_text
+from chat.rendering import StreamedBlocks
+from chat.textsafety import SecretFilter, finite, safe_json_loads, valid_text
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,10 @@ class LiveTurn:
     snapshot_meta: dict[str, Any] = field(default_factory=dict)
     _text: _Text = field(default_factory=_Text)
     _reasoning: _Text = field(default_factory=_Text)
+    blocks: dict[str, StreamedBlocks] = field(
+        default_factory=lambda: {"text": StreamedBlocks(), "reasoning": StreamedBlocks()}
+    )
+    k: str = ""
     _done: bool = False
 
     @property
@@ -199,6 +204,7 @@ class LiveTurn:
             snapshot=self.snapshot_meta, started_at=self.started_at,
             conversation_id=self.spec.conversation_id, prefill_len=len(self.spec.prefill),
             turn_id=self.spec.turn_id, queue_position=self.queue_position,
+            live_blocks={kind: (list(b.html), b.upto) for kind, b in self.blocks.items()},
         )
 
     def subscribe(self, sub: Subscriber) -> str:
@@ -207,8 +213,12 @@ class LiveTurn:
         Synchronous on purpose: no await between taking the snapshot and registering, so a
         subscriber sees every character exactly once.
         """
-        sub.cursors[(self.message_id, "text")] = self._text.length
-        sub.cursors[(self.message_id, "reasoning")] = self._reasoning.length
+        mid = self.message_id
+        sub.cursors[(mid, "text")] = self._text.length
+        sub.cursors[(mid, "reasoning")] = self._reasoning.length
+        for kind, done in self.blocks.items():
+            sub.cursors[(mid, kind + "_b")] = len(done.html)
+            sub.cursors[(mid, kind + "_u")] = done.upto
         self.subscribers.add(sub)
         return frames.snapshot(self.view())
 
@@ -242,7 +252,9 @@ class Admission:
         """Take a slot for ``turn`` (at once, or after waiting). ``on_wait(turn)`` is called
         when the turn's queue position changes. Cancellation while waiting leaves the queue."""
         user_id = turn.spec.user_id
-        if not self.waiting and self._fits(user_id):
+        if self._fits(user_id) and not any(
+            self._fits(t.spec.user_id) for t, f in self.waiting if not f.done()
+        ):  # nobody waiting could use the slot (they are at their own bound): take it
             self._take(user_id)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -363,13 +375,17 @@ class TurnRegistry:
         Every watcher of the conversation first gets ``announce`` (the frame that puts the
         message skeleton on the page), then is subscribed at offset 0, in one synchronous step.
         """
-        turn = LiveTurn(spec=spec, snapshot_meta=snapshot_meta or {})
+        turn = LiveTurn(spec=spec, snapshot_meta=snapshot_meta or {}, k=frames.key(spec.message_id))
         turn._text.set(spec.prefill)
         for sub in self.watchers.get(spec.conversation_id, ()):
             if announce:
                 sub.push(announce)
+            # The skeleton shows the prefill as open text: its closed blocks come in the first flush.
             sub.cursors[(spec.message_id, "text")] = turn._text.length
             sub.cursors[(spec.message_id, "reasoning")] = 0
+            for kind in ("text", "reasoning"):
+                sub.cursors[(spec.message_id, kind + "_b")] = 0
+                sub.cursors[(spec.message_id, kind + "_u")] = 0
             turn.subscribers.add(sub)
         self.turns[spec.message_id] = turn
         if announce:
@@ -402,6 +418,7 @@ class TurnRegistry:
         return {
             "type": "turn.snapshot", "mid": str(message_id), "text": turn.text,
             "reasoning": turn.reasoning, "html": frames.snapshot(turn.view()),
+            "text_blocks": len(turn.blocks["text"].html), "reasoning_blocks": len(turn.blocks["reasoning"].html),
         }
 
     async def drain(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 - a bound, not a cancel scope
@@ -485,7 +502,7 @@ class TurnRunner:
         self.max_turn_s = _setting("PLAYGROUND_MAX_TURN_S", 1800.0)
         self.idle_timeout_s = _setting("PLAYGROUND_IDLE_TIMEOUT_S", 600.0)
         self.raw_events: list[dict[str, str]] = []
-        self._published = (turn._text.length, turn._reasoning.length)
+        self._published = (turn._text.length, turn._reasoning.length, 0, 0)
         self._raw_bytes = 0
         self._last_flush = -1e18
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -499,6 +516,7 @@ class TurnRunner:
         self._text_filter = SecretFilter(secrets)
         self._reasoning_filter = SecretFilter(secrets)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._carry: dict[str, str] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             TextDelta: self._on_text, ReasoningDelta: self._on_reasoning, RawEvent: self._on_raw,
             Usage: self._on_usage, Finish: self._on_finish, ToolCallDelta: self._on_tool_call,
@@ -522,35 +540,65 @@ class TurnRunner:
         self._flush_handle = None
         self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, tail: str = "") -> None:
+        """Send each subscriber what it lacks: raw text since its cursor (deltas), then the
+        blocks that closed since (rendered once, here), then ``tail`` (the final frame)."""
         turn = self.turn
         self._last_flush = self.clock()
         text, reasoning = turn.text, turn.reasoning
+        blocks = turn.blocks
+        if turn._done:
+            blocks["text"].finish(text)
+            blocks["reasoning"].finish(reasoning)
+        else:
+            blocks["text"].advance(text)
+            blocks["reasoning"].advance(reasoning)
         if cluster.enabled:
-            # Other processes get the same coalesced delta, once per flush, absolute offsets.
-            ps, pr = self._published
-            if ps < len(text) or pr < len(reasoning):
-                cluster.publish(conversation_group(turn.spec.conversation_id), {
-                    "type": "turn.delta", "mid": str(turn.message_id),
-                    "text_start": ps, "text": text[ps:],
-                    "reasoning_start": pr, "reasoning": reasoning[pr:],
-                })
-                self._published = (len(text), len(reasoning))
+            self._publish(text, reasoning)
         built: dict[tuple[str, int], str] = {}
-        mid = turn.message_id
+        mid, k = turn.message_id, turn.k
         for sub in list(turn.subscribers):
             parts = []
             for kind, value in (("reasoning", reasoning), ("text", text)):
-                key = (mid, kind)
-                start = sub.cursors.get(key, 0)
+                ckey = (mid, kind)
+                start = sub.cursors.get(ckey, 0)
                 if start < len(value):
                     frame = built.get((kind, start))
                     if frame is None:
-                        frame = built[(kind, start)] = frames.delta(mid, kind, start, value[start:])
+                        frame = built[(kind, start)] = frames.delta(k, kind, start, value[start:])
                     parts.append(frame)
-                    sub.cursors[key] = len(value)
+                    sub.cursors[ckey] = len(value)
+                done = blocks[kind]
+                bkey, ukey = (mid, kind + "_b"), (mid, kind + "_u")
+                sent = sub.cursors.get(bkey, 0)
+                if sent < len(done.html) or sub.cursors.get(ukey, 0) < done.upto:
+                    bkind = kind + "_b"
+                    frame = built.get((bkind, sent))
+                    if frame is None:
+                        frame = built[(bkind, sent)] = frames.blocks(k, kind, done.html[sent:], done.upto)
+                    parts.append(frame)
+                    sub.cursors[bkey] = len(done.html)
+                    sub.cursors[ukey] = done.upto
+            if tail:
+                parts.append(tail)
             if parts:
                 self._send(sub, parts[0] if len(parts) == 1 else "".join(parts))
+
+    def _publish(self, text: str, reasoning: str) -> None:
+        """Other processes get the same coalesced delta, once per flush, absolute offsets, with
+        the blocks that closed since the last publish."""
+        turn = self.turn
+        ps, pr, pbt, pbr = self._published
+        bt, br = turn.blocks["text"], turn.blocks["reasoning"]
+        if ps < len(text) or pr < len(reasoning) or pbt < len(bt.html) or pbr < len(br.html):
+            cluster.publish(conversation_group(turn.spec.conversation_id), {
+                "type": "turn.delta", "mid": str(turn.message_id),
+                "text_start": ps, "text": text[ps:],
+                "reasoning_start": pr, "reasoning": reasoning[pr:],
+                "text_blocks_start": pbt, "text_blocks": bt.html[pbt:], "text_upto": bt.upto,
+                "reasoning_blocks_start": pbr, "reasoning_blocks": br.html[pbr:], "reasoning_upto": br.upto,
+            })
+            self._published = (len(text), len(reasoning), len(bt.html), len(br.html))
 
     def _send(self, sub: Subscriber, frame: str) -> None:
         try:
@@ -604,11 +652,24 @@ class TurnRunner:
         self.raw_events.append({"event": ev.event, "data": ev.data})
 
     # -- events -----------------------------------------------------------------------
+    def _valid(self, kind: str, text: str) -> str:
+        """Valid Unicode across events: a high surrogate at the end of a piece waits for the
+        low half that may start the next one (a lone one becomes U+FFFD at the end)."""
+        carry = self._carry.get(kind)
+        if carry:
+            text = carry + text
+        if "\ud800" <= text[-1] <= "\udbff":
+            self._carry[kind] = text[-1]
+            text = text[:-1]
+        elif carry:
+            self._carry[kind] = ""
+        return valid_text(text)
+
     def _on_text(self, ev: TextDelta) -> None:
         if not ev.text:
             return
         self.tc.token(answer=True)
-        piece = self._text_filter.feed(valid_text(ev.text))
+        piece = self._text_filter.feed(self._valid("text", ev.text))
         if piece:
             self.turn._text.append(piece)
             self._dirty()
@@ -617,7 +678,7 @@ class TurnRunner:
         if not ev.text:
             return
         self.tc.token(answer=False)
-        piece = self._reasoning_filter.feed(valid_text(ev.text))
+        piece = self._reasoning_filter.feed(self._valid("reasoning", ev.text))
         if piece:
             self.turn._reasoning.append(piece)
             self._dirty()
@@ -796,16 +857,20 @@ class TurnRunner:
         status stored (``error`` when the write itself failed)."""
         turn = self.turn
         spec = turn.spec
-        for filt, text in ((self._text_filter, turn._text), (self._reasoning_filter, turn._reasoning)):
-            rest = filt.flush()
+        for kind, filt, text in (("text", self._text_filter, turn._text),
+                                 ("reasoning", self._reasoning_filter, turn._reasoning)):
+            rest = filt.feed(valid_text(self._carry.pop(kind, ""))) + filt.flush()
             if rest:
                 text.append(rest)
+        turn.text = valid_text(turn.text)
+        turn.reasoning = valid_text(turn.reasoning)
         try:
+            turn._done = False  # the last text goes out before the final write and frame
             self._flush()
         except Exception:
             log.error("last flush of turn %s failed", turn.message_id, exc_info=True)
-        turn.text = valid_text(turn.text)
-        turn.reasoning = valid_text(turn.reasoning)
+        finally:
+            turn._done = True
         try:
             turn.metrics = {
                 **turn.metrics,
@@ -829,10 +894,10 @@ class TurnRunner:
                 services.message_complete,
                 message_id=turn.message_id, status=status, content=turn.text,
                 reasoning=turn.reasoning, finish_reason=turn.finish_reason,
-                usage=usage_dict(turn.usage), usage_raw=turn.usage.raw if turn.usage else {},
-                metrics=turn.metrics, error=turn.error, inspect=inspect,
-                tool_calls=tool_calls, reasoning_signature=turn.reasoning_signature,
-                logprobs=turn.logprobs,
+                usage=finite(usage_dict(turn.usage)), usage_raw=finite(turn.usage.raw if turn.usage else {}),
+                metrics=finite(turn.metrics), error=finite(turn.error), inspect=finite(inspect),
+                tool_calls=finite(tool_calls), reasoning_signature=turn.reasoning_signature,
+                logprobs=finite(turn.logprobs),
             )
         except Exception as exc:
             log.error("final write of turn %s failed: %s", turn.message_id, type(exc).__name__)
@@ -849,17 +914,28 @@ class TurnRunner:
         return status
 
     async def _send_final(self, status: str) -> None:
+        """The last blocks and the final frame (head and foot; rendered off the loop), in one
+        message per subscriber; the whole message for other processes."""
         turn = self.turn
-        view = turn.view()
         try:
-            frame = await asyncio.to_thread(frames.final, view)
+            await asyncio.to_thread(self._close_blocks)
+            view = turn.view()
+            frame, full = await asyncio.to_thread(lambda: (frames.final(view), frames.final_full(view)))
         except Exception:
             log.error("rendering the final frame of turn %s failed", turn.message_id, exc_info=True)
-            frame = frames.final_fallback(view)
-        self._broadcast(frame)
+            view = turn.view()
+            view.live_blocks = None
+            frame = full = frames.final_fallback(view)
+            turn.blocks = {"text": StreamedBlocks(), "reasoning": StreamedBlocks()}
+        self._flush(tail=frame)
         cluster.publish(conversation_group(turn.spec.conversation_id), {
-            "type": "turn.final", "mid": str(turn.message_id), "html": frame,
+            "type": "turn.final", "mid": str(turn.message_id), "html": full,
         })
+
+    def _close_blocks(self) -> None:
+        turn = self.turn
+        turn.blocks["text"].finish(turn.text)
+        turn.blocks["reasoning"].finish(turn.reasoning)
 
     def _inspect(self) -> dict[str, Any]:
         turn = self.turn

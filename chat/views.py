@@ -308,6 +308,26 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
 
 
 @require_GET
+def message_raw(request: HttpRequest, message_id: str) -> HttpResponse:
+    """A message's text as sent or received (markdown source), for Copy: on demand, so frames
+    and pages carry the answer once."""
+    message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    live = registry.live_view(message.id) if message.status == "streaming" else None
+    response = HttpResponse((live or message).content, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_GET
+def message_edit_form(request: HttpRequest, message_id: str) -> HttpResponse:
+    """The in-place editor of a finished message (its text on demand)."""
+    message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    if message.status == "streaming":
+        return HttpResponse(status=204)
+    return render(request, "chat/message.html#editor", {"m": frames.MessageView.from_row(message)})
+
+
+@require_GET
 def message_inspect(request: HttpRequest, message_id: str) -> HttpResponse:
     """The request sent (key redacted) and the raw upstream events of one turn."""
     message = selectors.message_get_for_user(user=request.user, message_id=message_id)
