@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from chat import services
 from chat.models import Message
 from chat.turns import registry
-from tests.llama import llama_paths, missing_reason, start_llama_server
 from tests.helpers import deltas
+from tests.llama import llama_paths, missing_reason, start_llama_server
 from tests.test_consumers import connect, send_frame, until_final
 
 pytestmark = [pytest.mark.real_upstream, pytest.mark.django_db(transaction=True)]
