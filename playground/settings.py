@@ -237,7 +237,9 @@ SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
 if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Secure cookies (sent over HTTPS only): on by default when HTTP is redirected to HTTPS.
-SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=SECURE_SSL_REDIRECT)
+SESSION_COOKIE_SECURE = (
+    env.bool("DJANGO_SECURE_COOKIES") if os.environ.get("DJANGO_SECURE_COOKIES") else SECURE_SSL_REDIRECT
+)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 # Content-Security-Policy of every response (django-csp): no inline script or style, no
