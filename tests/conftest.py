@@ -265,6 +265,8 @@ def page(chromium, request: pytest.FixtureRequest):  # noqa: ANN001, ANN201
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(15_000)
+    # The pages' Content-Security-Policy has no 'unsafe-eval': pass wait_for_function an arrow
+    # function ("() => …"), as a bare expression is polled through eval and is refused.
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg

@@ -164,11 +164,12 @@ def _request(client: Client, method: str, path: str, data: dict[str, str]) -> An
 
 
 @pytest.mark.django_db
-def test_no_view_turns_a_parameter_into_live_html(alice_client: Client, objects) -> None:  # noqa: ANN001
+def test_no_view_turns_a_parameter_into_live_html(alice_client: Client, alice, objects) -> None:  # noqa: ANN001
     """Item 1: the payloads in every parameter (all at once, and each alone) of every URL,
     by GET and POST, as the owner of real objects: no response has a live element from them.
     ``GET /c/<id>/code/?reasoning_effort=<img onerror>`` was the reported case."""
     patterns = all_patterns()
+    reflected = 0
     # Deleting views last, so the other views still see the objects.
     patterns.sort(key=lambda p: "delete" in p[1])
     checked = 0
@@ -181,16 +182,22 @@ def test_no_view_turns_a_parameter_into_live_html(alice_client: Client, objects)
                     continue  # below, once
                 for data in cases if payload is PAYLOADS[0] else cases[:1]:
                     resp = _request(alice_client, method, path, data)
+                    if name in ("logout", "password_change"):  # may end or rotate the session
+                        alice.refresh_from_db()
+                        alice_client.force_login(alice)
                     if "html" not in resp.get("Content-Type", ""):
                         continue
                     body = resp.content.decode("utf-8", "replace")
                     assert not live_injections(body), (method, path, sorted(data)[:3], live_injections(body))
                     checked += 1
+                    reflected += "&lt;img src=x onerror" in body or "&quot;&gt;&lt;svg" in body
     for route, name in patterns:
         if "delete" in name:
             resp = alice_client.post(fill(route, objects), dict.fromkeys(PARAMETERS, PAYLOADS[0]))
             assert not live_injections(resp.content.decode("utf-8", "replace"))
     assert checked > 1000
+    assert reflected > 20  # the payloads did reach pages (escaped): the sweep ran logged in
+    assert alice_client.get(f"/c/{objects['conversation_id']}/").status_code in (200, 404)
 
 
 @pytest.mark.django_db

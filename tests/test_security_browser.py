@@ -196,7 +196,7 @@ def test_a_removed_upload_chip_frees_its_place(make_server, page) -> None:  # no
     assert "a message takes at most 1" in pg.inner_text("#attach-chips .chip-error")
     pg.click("#attach-chips .chip:not(.chip-error) .chip-remove")
     pg.click("#attach-chips .chip-error .chip-remove")
-    pg.wait_for_function("document.querySelectorAll('#attach-chips .chip').length === 0")
+    pg.wait_for_function("() => document.querySelectorAll('#attach-chips .chip').length === 0")
     for _ in range(50):
         if server.query("select count(*) from chat_attachment") == [(0,)]:
             break
