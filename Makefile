@@ -31,9 +31,15 @@ install-test: $(UV)
 migrate: install
 	$(VENV)/bin/python manage.py migrate --noinput -v 0
 
+# Not a debug run (DJANGO_DEBUG defaults to false): the secret key, encryption key and simulator
+# key are generated into var/ (mode 0600) on first start. The largest websocket message is the
+# same for daphne and for the page's own check before sending (PLAYGROUND_WS_MAX_MESSAGE_BYTES).
+WS_MAX_MESSAGE_BYTES ?= $(or $(PLAYGROUND_WS_MAX_MESSAGE_BYTES),1048576)
 run: migrate
 	@echo "Serving the playground on http://$(HOST):$(PORT)/ (Ctrl+C stops)"
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) playground.asgi:application
+	PLAYGROUND_WS_MAX_MESSAGE_BYTES=$(WS_MAX_MESSAGE_BYTES) $(VENV)/bin/daphne -b $(HOST) -p $(PORT) \
+	  --websocket-max-message-size $(WS_MAX_MESSAGE_BYTES) --websocket-max-frame-size $(WS_MAX_MESSAGE_BYTES) \
+	  playground.asgi:application
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
 chromium:

@@ -1,16 +1,15 @@
 """Encryption at rest for endpoint secrets (API keys, extra header values).
 
 Uses cryptography's MultiFernet with keys from ``settings.PLAYGROUND_ENCRYPTION_KEYS``: the
-first key encrypts, every key decrypts, so rotation is "prepend a new key, re-save". In DEBUG
-without configured keys a development key is derived from ``SECRET_KEY``.
+first key encrypts, every key decrypts, so rotation is "prepend a new key, re-save". Without
+the variable, settings generate one key into ``var/`` on first start; key material never
+derives from ``SECRET_KEY``.
 
 May import: Django settings, cryptography.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -22,16 +21,16 @@ class SecretDecryptionError(Exception):
 
 
 @lru_cache(maxsize=4)
-def _fernet(keys: tuple[str, ...], secret_key: str) -> MultiFernet:
+def _fernet(keys: tuple[str, ...]) -> MultiFernet:
     if not keys:
-        derived = hashlib.sha256(("playground-dev-key:" + secret_key).encode()).digest()
-        keys = (base64.urlsafe_b64encode(derived).decode(),)
+        raise SecretDecryptionError("PLAYGROUND_ENCRYPTION_KEYS is empty: no key to encrypt with")
     return MultiFernet([Fernet(k.encode() if isinstance(k, str) else k) for k in keys])
 
 
 def fernet() -> MultiFernet:
-    """The MultiFernet for the configured keys (cached per key set)."""
-    return _fernet(tuple(settings.PLAYGROUND_ENCRYPTION_KEYS), settings.SECRET_KEY)
+    """The MultiFernet for the configured keys (cached per key set). Raises
+    SecretDecryptionError when no key is configured."""
+    return _fernet(tuple(settings.PLAYGROUND_ENCRYPTION_KEYS))
 
 
 def encrypt(plaintext: str) -> str:

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 
@@ -213,8 +214,11 @@ class ChatSendForm(TurnSettingsForm):
 
     def clean_attachment_ids(self) -> list[str]:
         raw = [x.strip() for x in (self.cleaned_data.get("attachment_ids") or "").split(",") if x.strip()]
+        cap = settings.PLAYGROUND_MAX_ATTACHMENTS_PER_MESSAGE
+        if len(raw) > cap:
+            raise forms.ValidationError(f"At most {cap} attachments per message; remove {len(raw) - cap}.")
         try:
-            return [str(uuid.UUID(x)) for x in raw][:20]
+            return list(dict.fromkeys(str(uuid.UUID(x)) for x in raw))
         except ValueError as exc:
             raise forms.ValidationError("Bad attachment id.") from exc
 
@@ -285,6 +289,11 @@ class EndpointForm(forms.ModelForm):
         model = Endpoint
         fields = ["name", "base_url", "api_style", "default_model", "stream_options"]
         labels = {"base_url": "Base URL", "api_style": "API style", "stream_options": "Send stream_options"}
+        help_texts = {
+            "base_url": "The key and headers belong to this scheme, host and port: changing any of "
+                        "them removes the stored key and header values unless you enter them again "
+                        "in this form.",
+        }
 
     def __init__(self, *args: Any, allow_private: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -38,8 +38,8 @@ class SiteSettings(models.Model):
 
     @classmethod
     def load(cls) -> SiteSettings:
-        obj, _ = cls.objects.get_or_create(pk=1)
-        return obj
+        """The row, or the defaults unsaved (reading never writes: pages are GETs)."""
+        return cls.objects.filter(pk=1).first() or cls(pk=1)
 
 
 class Endpoint(models.Model):
@@ -71,6 +71,10 @@ class Endpoint(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        # Names only: never the key, its hint or header values (debug pages and logs print reprs).
+        return f"<Endpoint {self.pk}: {self.name!r} {self.api_style} {self.base_url!r}>"
+
     @property
     def is_simulator(self) -> bool:
         return self.base_url.startswith("sim://")
@@ -80,6 +84,11 @@ class Endpoint(models.Model):
         self.api_key_hint = crypto.hint(key)
 
     def get_api_key(self) -> str:
+        """The decrypted key. A ``sim://`` endpoint gets the per-install simulator key
+        (``settings.PLAYGROUND_SIMULATOR_KEY``), which the in-process simulator requires from
+        callers without a session; it is never stored on the row."""
+        if self.is_simulator:
+            return settings.PLAYGROUND_SIMULATOR_KEY
         return crypto.decrypt(self.api_key_encrypted)
 
     def set_extra_headers(self, headers: dict[str, str]) -> None:
@@ -122,6 +131,10 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return self.filename or self.url or str(self.id)
+
+    def __repr__(self) -> str:
+        # Never the bytes (a debug page or log line would print megabytes).
+        return f"<Attachment {self.id}: {self.kind} {self.media_type} {self.size} bytes>"
 
 
 class Conversation(models.Model):

@@ -3,7 +3,8 @@
 Model output is untrusted. Raw HTML in it is escaped by markdown-it (``html=False``) and the
 result is sanitized again by nh3 with a small allow-list, so a page, a websocket frame or a
 share link never carries script, event handlers or remote images. Links get
-``rel="noopener noreferrer nofollow"``; images become plain links (not auto-loaded).
+``rel="noopener noreferrer nofollow"``; images become plain links (not auto-loaded); no style
+attributes (table alignment is a class), as the Content-Security-Policy forbids inline style.
 
 Answers are rendered in **blocks**: :class:`BlockSplitter` finds the top-level block boundaries
 of markdown text from complete lines only (a blank line followed by a line that is not indented,
@@ -46,10 +47,22 @@ ALLOWED_ATTRIBUTES = {
     "code": {"class"},
     "pre": {"class"},
     "button": {"class", "type", "title"},
-    "th": {"style"},
-    "td": {"style"},
     "ol": {"start"},
 }
+
+
+ALIGN_CLASSES = {"align-left", "align-center", "align-right"}
+
+
+def _align_classes(state) -> None:  # noqa: ANN001 - markdown-it core rule signature
+    """markdown-it writes table alignment as ``style="text-align:…"``; the page's
+    Content-Security-Policy forbids inline style, so it becomes ``class="align-…"``."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open"):
+            style = token.attrGet("style") or ""
+            if style.startswith("text-align:"):
+                token.attrs.pop("style", None)
+                token.attrSet("class", "align-" + style.split(":", 1)[1].strip())
 
 
 def _fence(self, tokens, idx, options, env):  # noqa: ANN001 - markdown-it renderer signature
@@ -92,6 +105,7 @@ def _md() -> MarkdownIt:
     md.add_render_rule("fence", _fence)
     md.add_render_rule("code_block", _fence)
     md.add_render_rule("image", _image)
+    md.core.ruler.push("align_classes", _align_classes)
     return md
 
 
@@ -103,8 +117,9 @@ def sanitize(fragment: str) -> str:
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
-        # Only table alignment: ``background:url(…)`` would auto-load a remote image.
-        filter_style_properties={"text-align"},
+        # No style attributes at all (the Content-Security-Policy allows no inline style):
+        # table alignment arrives as one of three classes (see _align_classes).
+        allowed_classes={"th": ALIGN_CLASSES, "td": ALIGN_CLASSES},
     )
 
 

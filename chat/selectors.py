@@ -61,6 +61,15 @@ def conversation_list_for_user(*, user: AbstractBaseUser, query: str = "") -> Qu
     return qs.order_by("-updated_at", "-id")
 
 
+def conversation_empty_for_user(*, user: AbstractBaseUser) -> Conversation | None:
+    """The user's newest conversation with no title and no messages (a new chat), or None."""
+    return (
+        Conversation.objects.filter(owner=user, title="", messages__isnull=True)
+        .order_by("-id")
+        .first()
+    )
+
+
 def conversation_get_for_user(*, user: AbstractBaseUser, conversation_id: int | str) -> Conversation:
     """The conversation if ``user`` owns it. Raises Http404 otherwise."""
     try:

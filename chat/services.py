@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.http import Http404
@@ -122,6 +123,23 @@ def endpoint_create(
     return endpoint
 
 
+def base_url_origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a base URL, lower-cased, with the scheme's default port filled
+    in (``https://API.x.com/v1`` → ``("https", "api.x.com", 443)``). ``sim://builtin/v1`` is
+    its own origin. An unparsable URL gives ``("", url, None)``: it matches only itself."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ("", url, None)
+    scheme = parts.scheme.lower()
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return (scheme, (parts.hostname or "").lower(), port)
+
+
 def endpoint_update(
     *,
     endpoint: Endpoint,
@@ -133,24 +151,37 @@ def endpoint_update(
     stream_options: bool = True,
     default_model: str = "",
     clear_api_key: bool = False,
-) -> Endpoint:
+) -> bool:
     """Update an endpoint. An empty ``api_key`` keeps the stored key (write-only field);
-    ``extra_headers=None`` keeps the stored headers, ``{}`` clears them."""
+    ``extra_headers=None`` keeps the stored headers, ``{}`` clears them.
+
+    A key is bound to the scheme, host and port it was entered for: when the new base URL has
+    another origin (:func:`base_url_origin`), the stored key and extra headers are removed
+    unless new ones come with the same update, so they can never be sent to another host.
+    Returns whether stored secrets were removed for that reason.
+    """
+    new_url = base_url.rstrip("/")
+    moved = base_url_origin(endpoint.base_url) != base_url_origin(new_url)
     endpoint.name = name
-    if endpoint.base_url != base_url.rstrip("/"):
+    if endpoint.base_url != new_url:
         endpoint.models_cache = []
-    endpoint.base_url = base_url.rstrip("/")
+    endpoint.base_url = new_url
     endpoint.api_style = api_style
     endpoint.stream_options = stream_options
     endpoint.default_model = default_model
+    dropped = False
     if api_key:
         endpoint.set_api_key(api_key)
-    elif clear_api_key:
+    elif clear_api_key or moved:
+        dropped = moved and bool(endpoint.api_key_encrypted) and not clear_api_key
         endpoint.set_api_key("")
     if extra_headers is not None:
         endpoint.set_extra_headers(extra_headers)
+    elif moved and endpoint.extra_headers_encrypted:
+        dropped = True
+        endpoint.set_extra_headers({})
     endpoint.save()
-    return endpoint
+    return dropped
 
 
 def endpoint_delete(*, endpoint: Endpoint) -> None:
@@ -515,3 +546,98 @@ def message_heartbeat(*, message_id: uuid.UUID) -> bool:
     return bool(
         Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(heartbeat_at=timezone.now())
     )
+
+
+# ---- attachments -------------------------------------------------------------------------
+
+
+class AttachmentRefused(ValueError):
+    """An upload refused by a limit; ``str()`` is the message shown in its chip."""
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def attachment_create(
+    *, user: AbstractBaseUser, kind: str, media_type: str, filename: str, data: bytes = b"", url: str = ""
+) -> Attachment:
+    """Store an upload (``data``) or an image URL (``url``) not yet sent with a message.
+
+    Limits (settings): uploads waiting to be sent count as the next message's attachments, so
+    at most ``PLAYGROUND_MAX_ATTACHMENTS_PER_MESSAGE`` of them and
+    ``PLAYGROUND_MAX_ATTACHMENT_BYTES_PER_MESSAGE`` bytes; all of a user's attachments together
+    at most ``PLAYGROUND_ATTACHMENT_QUOTA_BYTES``. Raises :class:`AttachmentRefused` with the
+    reason. The check and the insert run in one transaction with the user's row locked, so two
+    uploads at once cannot both slip under a limit.
+    """
+    from django.conf import settings
+    from django.db.models import Count, Sum
+
+    size = len(data)
+    with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        mine = Attachment.objects.filter(owner=user)
+        pending = mine.filter(message__isnull=True).aggregate(n=Count("id"), b=Sum("size"))
+        cap = settings.PLAYGROUND_MAX_ATTACHMENTS_PER_MESSAGE
+        if pending["n"] + 1 > cap:
+            raise AttachmentRefused(
+                f"{filename}: {pending['n']} attachments are waiting to be sent and a message takes "
+                f"at most {cap}; send them or remove some first."
+            )
+        cap_bytes = settings.PLAYGROUND_MAX_ATTACHMENT_BYTES_PER_MESSAGE
+        waiting = pending["b"] or 0
+        if waiting + size > cap_bytes:
+            raise AttachmentRefused(
+                f"{filename} ({_mb(size)}) does not fit: {_mb(waiting)} are waiting to be sent and a "
+                f"message takes at most {_mb(cap_bytes)} of attachments."
+            )
+        quota = settings.PLAYGROUND_ATTACHMENT_QUOTA_BYTES
+        used = mine.aggregate(b=Sum("size"))["b"] or 0
+        if used + size > quota:
+            raise AttachmentRefused(
+                f"{filename} ({_mb(size)}) is over your attachment quota: {_mb(used)} of "
+                f"{_mb(quota)} used. Delete conversations with attachments to free space."
+            )
+        return Attachment.objects.create(
+            owner=user, kind=kind, media_type=media_type, filename=filename[:255], url=url[:2000],
+            data=data, size=size,
+        )
+
+
+def attachment_delete_unsent(*, user: AbstractBaseUser, attachment_id: Any) -> bool:
+    """Delete one of ``user``'s uploads not yet sent with a message (its chip was removed).
+    Returns whether a row was deleted; sent attachments are never touched."""
+    try:
+        deleted, _ = Attachment.objects.filter(pk=attachment_id, owner=user, message__isnull=True).delete()
+    except (ValueError, ValidationError):
+        return False
+    return bool(deleted)
+
+
+def attachments_delete_orphans(*, older_than: timedelta) -> int:
+    """Delete uploads never sent with a message and older than ``older_than`` (every user).
+    Returns how many were deleted. Run by ``manage.py attachments_cleanup`` and on upload."""
+    cutoff = timezone.now() - older_than
+    deleted, _ = Attachment.objects.filter(message__isnull=True, created_at__lt=cutoff).delete()
+    return deleted
+
+
+ORPHAN_SWEEP_EVERY_S = 600.0
+_last_orphan_sweep: float | None = None
+
+
+def attachments_delete_orphans_now_and_then() -> int | None:
+    """:func:`attachments_delete_orphans` with ``PLAYGROUND_ORPHAN_ATTACHMENT_HOURS``, at most
+    once per :data:`ORPHAN_SWEEP_EVERY_S` seconds per process (uploads call it). Returns the
+    count, or None when it was not its turn."""
+    import time
+
+    from django.conf import settings
+
+    global _last_orphan_sweep
+    now = time.monotonic()
+    if _last_orphan_sweep is not None and now - _last_orphan_sweep < ORPHAN_SWEEP_EVERY_S:
+        return None
+    _last_orphan_sweep = now
+    return attachments_delete_orphans(older_than=timedelta(hours=settings.PLAYGROUND_ORPHAN_ATTACHMENT_HOURS))

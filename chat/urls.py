@@ -22,6 +22,7 @@ urlpatterns = [
     path("c/<int:conversation_id>/code/", views.conversation_code, name="conversation_code"),
     path("attachments/", views.attachment_upload, name="attachment_upload"),
     path("a/<uuid:attachment_id>/", views.attachment_get, name="attachment"),
+    path("a/<uuid:attachment_id>/delete/", views.attachment_delete, name="attachment_delete"),
     path("endpoints/", views.endpoint_list, name="endpoints"),
     path("endpoints/new/", views.endpoint_edit, name="endpoint_new"),
     path("endpoints/<int:endpoint_id>/", views.endpoint_edit, name="endpoint_edit"),

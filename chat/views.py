@@ -21,10 +21,10 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import UserCreationForm
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from chat import forms, frames, selectors, services
 from chat.middleware import reset_cache, users_exist
@@ -123,13 +123,19 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
             "api_key": data.get("api_key") or "", "stream_options": data.get("stream_options", True),
             "default_model": data.get("default_model") or "",
         }
+        dropped = False
         if endpoint is None:
             endpoint = services.endpoint_create(user=request.user, extra_headers=headers or {}, **common)
         else:
-            services.endpoint_update(
+            dropped = services.endpoint_update(
                 endpoint=endpoint, extra_headers=headers, clear_api_key=bool(data.get("clear_api_key")), **common
             )
         flash.success(request, f"Endpoint “{endpoint.name}” saved.")
+        if dropped:
+            flash.warning(
+                request, "The base URL now points to another scheme, host or port, so the stored key and "
+                "header values were removed. Enter them again if this host should have them.",
+            )
         return redirect("chat:endpoints")
     return render(
         request, "chat/endpoint_form.html",
@@ -191,10 +197,15 @@ def endpoint_test(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 
 def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
-    """``<option>``s of the cached model ids of an endpoint, for the model picker's datalist."""
+    """``<option>``s of an endpoint's model ids, for the model picker's datalist.
+
+    GET reads the cached list only (nothing is written or fetched on a GET); when it is empty
+    the partial asks again by POST at once. POST (the refresh button, or that follow-up) calls
+    ``GET {base}/models`` upstream and caches the result.
+    """
     endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
     models = endpoint.models_cache
-    if not models or request.GET.get("refresh"):
+    if request.method == "POST":
         try:
             config = EndpointConfig(
                 base_url=endpoint_base_url_for_request(request, endpoint.base_url),
@@ -209,18 +220,25 @@ def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
             services.endpoint_set_models(endpoint_id=endpoint.pk, models=models)
         except (ProviderError, ValueError):
             models = []
-    return render(request, "chat/conversation.html#model-options", {"models": models, "endpoint": endpoint})
+    elif request.method != "GET":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    return render(request, "chat/conversation.html#model-options", {
+        "models": models, "endpoint": endpoint, "fetch_models": request.method == "GET" and not models,
+    })
 
 
 # ---- conversations -------------------------------------------------------------------------
 
 
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    """The newest untitled conversation of the user, or a new one."""
-    conversation = request.user.conversations.filter(title="").order_by("-id").first()
-    if conversation is None or conversation.messages.exists():
-        conversation = services.conversation_create(user=request.user)
-    return redirect("chat:conversation", conversation_id=conversation.pk)
+    """A new chat, without writing on a GET: the user's newest empty conversation when there is
+    one, else a page whose form POSTs to ``conversation_new`` (app.js submits it at once; without
+    JavaScript it is a button)."""
+    conversation = selectors.conversation_empty_for_user(user=request.user)
+    if conversation is not None:
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    return render(request, "chat/home.html")
 
 
 @require_POST
@@ -251,6 +269,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
             "params_form": params,
             "turn_id": forms.new_turn_id(),
             "models": conv.endpoint.models_cache if conv.endpoint else [],
+            "ws_max_bytes": settings.PLAYGROUND_WS_MAX_MESSAGE_BYTES,
         },
     )
 
@@ -356,11 +375,12 @@ AUDIO_EXTENSIONS = {"mp3": "audio/mpeg", "wav": "audio/wav", "m4a": "audio/mp4",
 def attachment_upload(request: HttpRequest) -> HttpResponse:
     """Upload images/audio (multipart ``file``, several allowed) or register an image ``url``.
 
-    Returns one chip per attachment (a hidden ``attachment_ids`` input bound to the composer).
-    Refuses files over ``PLAYGROUND_MAX_ATTACHMENT_BYTES`` and unknown types, with the reason.
+    Returns one chip per attachment (a hidden ``attachment_ids`` input bound to the composer),
+    and one error chip per refused file with the reason: unknown type, over
+    ``PLAYGROUND_MAX_ATTACHMENT_BYTES``, or over a per-message cap or the user's quota
+    (:func:`chat.services.attachment_create`). Also deletes old unsent uploads now and then.
     """
-    from chat.models import Attachment
-
+    services.attachments_delete_orphans_now_and_then()
     limit = settings.PLAYGROUND_MAX_ATTACHMENT_BYTES
     created, errors = [], []
     url = (request.POST.get("url") or "").strip()
@@ -368,7 +388,12 @@ def attachment_upload(request: HttpRequest) -> HttpResponse:
         if not url.startswith(("http://", "https://")):
             errors.append("An image URL must start with http:// or https://.")
         else:
-            created.append(Attachment.objects.create(owner=request.user, kind="image", media_type="", url=url[:2000], filename=url.rsplit("/", 1)[-1][:255]))
+            try:
+                created.append(services.attachment_create(
+                    user=request.user, kind="image", media_type="", url=url, filename=url.rsplit("/", 1)[-1],
+                ))
+            except services.AttachmentRefused as exc:
+                errors.append(str(exc))
     for f in request.FILES.getlist("file"):
         media_type = (f.content_type or "").lower()
         ext = f.name.rsplit(".", 1)[-1].lower() if "." in f.name else ""
@@ -383,11 +408,20 @@ def attachment_upload(request: HttpRequest) -> HttpResponse:
         if f.size > limit:
             errors.append(f"{f.name} is {f.size / 1e6:.1f} MB; the limit is {limit / 1e6:.0f} MB.")
             continue
-        data = f.read()
-        created.append(Attachment.objects.create(
-            owner=request.user, kind=kind, media_type=media_type, filename=f.name[:255], data=data, size=len(data),
-        ))
+        try:
+            created.append(services.attachment_create(
+                user=request.user, kind=kind, media_type=media_type, filename=f.name, data=f.read(),
+            ))
+        except services.AttachmentRefused as exc:
+            errors.append(str(exc))
     return render(request, "chat/conversation.html#attachment-chips", {"attachments": created, "errors": errors})
+
+
+@require_POST
+def attachment_delete(request: HttpRequest, attachment_id: str) -> HttpResponse:
+    """Remove an upload not yet sent (its chip's ✕), so it stops counting against the limits."""
+    services.attachment_delete_unsent(user=request.user, attachment_id=attachment_id)
+    return HttpResponse(status=204)
 
 
 @require_GET
@@ -419,7 +453,12 @@ def conversation_code(request: HttpRequest, conversation_id: int) -> HttpRespons
 
     conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
     data = request.GET
-    if forms.TurnSettingsForm.present(data):
+    if any(k in data for k in (*forms.PARAM_FIELDS, *forms.OPTION_FIELDS, "model", "endpoint_id", "system_prompt")):
+        # The panel's values, what it did not send taken from the conversation.
+        data = data.copy()
+        for key, value in (("endpoint_id", conv.endpoint_id), ("model", conv.model), ("system_prompt", conv.system_prompt)):
+            if key not in data and value is not None:
+                data[key] = value
         style = None
         try:
             style = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
@@ -427,7 +466,7 @@ def conversation_code(request: HttpRequest, conversation_id: int) -> HttpRespons
             pass
         form = forms.TurnSettingsForm(data, api_style=style)
         if not form.is_valid():
-            return render(request, "chat/code.html", {"form_errors": form.errors})
+            return render(request, "chat/code.html#problem", {"errors": form.errors})
         c = form.cleaned_data
         next_settings = selectors.NextTurnSettings(c["endpoint_id"], c["model"], c.get("system_prompt") or "", form.params())
     else:
@@ -438,7 +477,7 @@ def conversation_code(request: HttpRequest, conversation_id: int) -> HttpRespons
             draft=data.get("content", ""), role=data.get("role") or "user",
         )
     except selectors.TurnRefused as refusal:
-        return render(request, "chat/code.html", {"refusal": refusal.message})
+        return render(request, "chat/code.html#problem", {"refusal": refusal.message})
     config = EndpointConfig(
         base_url=endpoint_base_url_for_request(request, endpoint.base_url),
         api_key=endpoint.api_key and "x", extra_headers={k: "x" for k in endpoint.extra_headers},

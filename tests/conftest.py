@@ -146,6 +146,8 @@ def fresh_sim(sim: Sim) -> Sim:
 
 
 _template_db: dict[str, Path] = {}
+#: The in-process simulator key of every test server (``Server.sim_requests`` sends it).
+SERVER_SIMULATOR_KEY = "sim-test-server-key-0123456789"
 
 
 def _migrated_template(tmp_root: Path) -> Path:
@@ -177,8 +179,12 @@ class Server:
             con.close()
 
     def sim_requests(self) -> list[dict]:
-        """What the in-process simulator of this server received."""
-        return httpx.get(f"{self.url}/simulator/_simulator/requests", timeout=5).json()
+        """What the in-process simulator of this server received (its control routes need the
+        simulator key or a session)."""
+        return httpx.get(
+            f"{self.url}/simulator/_simulator/requests", timeout=5,
+            headers={"Authorization": f"Bearer {SERVER_SIMULATOR_KEY}"},
+        ).json()
 
     def stop(self, sig: int | None = None) -> None:
         if self.proc.poll() is None:
@@ -209,6 +215,7 @@ def make_server(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory):  # no
             "PLAYGROUND_VAR_DIR": str(tmp_path),
             "DJANGO_SETTINGS_MODULE": "playground.settings",
             "PLAYGROUND_SIMULATOR_CONTROL": "true",
+            "PLAYGROUND_SIMULATOR_KEY": SERVER_SIMULATOR_KEY,
             **(env or {}),
         }
         proc = subprocess.Popen(
@@ -258,6 +265,8 @@ def page(chromium, request: pytest.FixtureRequest):  # noqa: ANN001, ANN201
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(15_000)
+    # The pages' Content-Security-Policy has no 'unsafe-eval': pass wait_for_function an arrow
+    # function ("() => …"), as a bare expression is polled through eval and is refused.
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.http import HttpRequest
 from django.test import Client
 
 from chat import crypto, middleware, services
@@ -111,11 +112,13 @@ def test_setup_creates_admin_with_simulator_endpoint_and_logs_in(client: Client)
     assert user.check_password(PASSWORD)
     endpoints = list(Endpoint.objects.filter(owner=user))
     assert [(e.name, e.base_url) for e in endpoints] == [("Built-in simulator", SIMULATOR_BASE_URL)]
-    # Logged in: the home page leads to a conversation, not to the login page.
+    # Logged in: the home page offers a new chat (created by POST), not the login page.
     home = client.get("/")
-    assert home.status_code == 302
-    assert home.url.startswith("/c/")
-    assert client.get(home.url).status_code == 200
+    assert home.status_code == 200
+    assert b'action="/c/new/"' in home.content
+    new = client.post("/c/new/")
+    assert new.status_code == 302 and new.url.startswith("/c/")
+    assert client.get(new.url).status_code == 200
 
 
 @pytest.mark.django_db
@@ -293,7 +296,7 @@ def test_admin_adds_user(admin_client: Client) -> None:
     assert Endpoint.objects.filter(owner=dave, base_url=SIMULATOR_BASE_URL).count() == 1
     # The new user can log in.
     c = Client()
-    assert c.login(username="dave", password=PASSWORD)
+    assert c.login(username="dave", password=PASSWORD, request=HttpRequest())
     assert c.get("/endpoints/").status_code == 200
 
 
@@ -363,8 +366,8 @@ def test_password_change(alice_client: Client, alice) -> None:  # noqa: ANN001
     assert alice_client.get(resp.url).status_code == 200
     alice.refresh_from_db()
     assert alice.check_password(new)
-    assert Client().login(username="alice", password=new)
-    assert not Client().login(username="alice", password=PASSWORD)
+    assert Client().login(username="alice", password=new, request=HttpRequest())
+    assert not Client().login(username="alice", password=PASSWORD, request=HttpRequest())
 
 
 @pytest.mark.django_db

@@ -123,7 +123,7 @@ def test_upstream_429_is_shown_clearly_and_the_message_stays(server, page) -> No
     # After the countdown, Retry runs the turn again (now healthy).
     set_model(pg, "sim-fast?ttft_ms=5&delay_ms=1&length=10")
     pg.fill("#content", "")
-    pg.wait_for_function("!document.querySelector('.msg-assistant button.retry').disabled", timeout=12_000)
+    pg.wait_for_function("() => !document.querySelector('.msg-assistant button.retry').disabled", timeout=12_000)
     pg.evaluate("document.querySelector('#model').dispatchEvent(new Event('change'))")
     # Retry uses the settings panel (issue 7 item 7): now the healthy model, so it succeeds.
     retry.click()

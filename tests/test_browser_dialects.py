@@ -39,7 +39,7 @@ def test_tools_round_trip(server, page) -> None:  # noqa: ANN001
     pg.fill(".tool-result-form textarea", '{"temp_c": 21}')
     pg.click(".tool-result-form button[type=submit]")
     pg.wait_for_selector(".msg-tool")
-    pg.wait_for_function("document.querySelectorAll('.msg-assistant.status-complete').length >= 2")
+    pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length >= 2")
     assert "The tool returned" in pg.locator(".msg-assistant .answer").last.inner_text()
     body = [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")][-1]["body"]
     assert body["messages"][-1]["role"] == "tool" and "21" in body["messages"][-1]["content"]

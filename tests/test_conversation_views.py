@@ -352,29 +352,36 @@ def test_chat_page_sidebar_is_scoped(alice_client: Client, alice, bob) -> None: 
 
 
 @pytest.mark.django_db
-def test_home_redirects_to_a_new_conversation(alice_client: Client, alice) -> None:  # noqa: ANN001
+def test_home_offers_a_new_chat_without_writing(alice_client: Client, alice) -> None:  # noqa: ANN001
+    """GET / changes nothing (issue 8 item 19): with no empty conversation it shows a form that
+    POSTs to /c/new/ (app.js submits it at once), and that POST creates the conversation."""
     resp = alice_client.get("/")
-    assert resp.status_code == 302
+    assert resp.status_code == 200
+    assert b'action="/c/new/"' in resp.content and b"data-autosubmit" in resp.content
+    assert not Conversation.objects.filter(owner=alice).exists()
+    created = alice_client.post("/c/new/")
     conv = Conversation.objects.get(owner=alice)
-    assert resp.url == f"/c/{conv.pk}/"
+    assert created.url == f"/c/{conv.pk}/"
     assert conv.endpoint is not None and conv.endpoint.owner == alice
     assert conv.lanes.count() == 1
-    assert alice_client.get(resp.url).status_code == 200
+    assert alice_client.get(created.url).status_code == 200
 
 
 @pytest.mark.django_db
 def test_home_reuses_the_empty_conversation(alice_client: Client, alice) -> None:  # noqa: ANN001
-    first = alice_client.get("/").url
+    first = alice_client.post("/c/new/").url
+    assert alice_client.get("/").url == first
     assert alice_client.get("/").url == first
     assert Conversation.objects.filter(owner=alice).count() == 1
 
 
 @pytest.mark.django_db
-def test_home_starts_a_new_conversation_after_messages(alice_client: Client, alice) -> None:  # noqa: ANN001
+def test_home_does_not_reuse_a_conversation_with_messages(alice_client: Client, alice) -> None:  # noqa: ANN001
     conv, _, _ = chat(alice, "already used", "x")
-    url = alice_client.get("/").url
-    assert url != f"/c/{conv.pk}/"
-    assert Conversation.objects.filter(owner=alice).count() == 2
+    resp = alice_client.get("/")
+    assert resp.status_code == 200 and b'action="/c/new/"' in resp.content
+    assert Conversation.objects.filter(owner=alice).count() == 1
+    assert alice_client.post("/c/new/").url != f"/c/{conv.pk}/"
 
 
 @pytest.mark.django_db
@@ -382,9 +389,8 @@ def test_home_never_redirects_to_another_users_conversation(
     alice_client: Client, alice, bob
 ) -> None:  # noqa: ANN001
     bob_empty = services.conversation_create(user=bob)
-    url = alice_client.get("/").url
-    assert url != f"/c/{bob_empty.pk}/"
-    assert alice_client.get(url).status_code == 200
+    resp = alice_client.get("/")
+    assert resp.status_code == 200 and f"/c/{bob_empty.pk}/" not in resp.content.decode()
 
 
 @pytest.mark.django_db

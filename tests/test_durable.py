@@ -306,7 +306,7 @@ def test_reload_before_the_first_token(server, page) -> None:  # noqa: ANN001
         "the reload happened after the first token; make ttft_ms larger"
     )
     page.wait_for_function(
-        f"Number(document.querySelector('#m-{mid} .answer')?.getAttribute('data-end')) > 0",
+        f"() => Number(document.querySelector('#m-{mid} .answer')?.getAttribute('data-end')) > 0",
         timeout=10_000,
     )
     assert_exact(server, [page], mid, "Reload before the first token", watch)
@@ -331,7 +331,7 @@ def test_reload_mid_stream_after_a_partial_save(server, page) -> None:  # noqa: 
     )
     page.wait_for_selector("#conn-state.ok")
     page.wait_for_function(
-        f"Number(document.querySelector('#m-{mid} .answer').getAttribute('data-end')) > {end}"
+        f"() => Number(document.querySelector('#m-{mid} .answer').getAttribute('data-end')) > {end}"
     )
     # A second reload between partial saves (the turn may have ended under load: still exact).
     page.wait_for_timeout(1000)
@@ -492,7 +492,7 @@ def test_second_tab_and_second_browser_join_mid_turn(server, page, chromium) -> 
         joined_at = {pg: shown(pg, mid)[0] for pg in (tab2, browser2)}
         for pg in (tab2, browser2):
             pg.wait_for_function(
-                f"Number(document.querySelector('#m-{mid} .answer')?.getAttribute('data-end')) > {joined_at[pg]}"
+                f"() => Number(document.querySelector('#m-{mid} .answer')?.getAttribute('data-end')) > {joined_at[pg]}"
                 f" || document.querySelector('#m-{mid}.status-complete')"
             )
         expected = assert_exact(server, [page, tab2, browser2], mid, text, watch)
@@ -877,7 +877,7 @@ def test_send_queued_while_the_socket_was_down_starts_one_turn(server, page) -> 
     page.fill("#model", "sim-fast?ttft_ms=400&delay_ms=5&length=120&reasoning=0")
     page.fill("#content", "Queued while down")
     page.press("#content", "Enter")
-    page.wait_for_function("window.__queued !== undefined")
+    page.wait_for_function("() => window.__queued !== undefined")
     assert page.evaluate("window.__queued") == 1, "the second send waited in the extension's queue"
     page.wait_for_selector("#conn-state.ok")
     a1 = wait_new_assistant(page, set())

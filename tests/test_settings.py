@@ -1,4 +1,6 @@
-"""Settings from the environment: production refuses unsafe configurations at start-up.
+"""Settings from the environment: production refuses unsafe configurations at start-up, and
+the default run (no variable set) is not a debug run: its secrets are generated into ``var/``
+(mode 0600) and the encryption key never derives from the secret key (issue 8 item 5).
 
 Each case starts a fresh ``python -c "…django.setup()"`` process with every ``DJANGO_*`` and
 ``PLAYGROUND_*`` variable removed from its environment, then sets only what the case needs
@@ -7,7 +9,9 @@ Each case starts a fresh ``python -c "…django.setup()"`` process with every ``
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +29,10 @@ PROBE = (
     "print('KEYS=%d' % len(s.PLAYGROUND_ENCRYPTION_KEYS)); "
     "print('ENGINE=%s' % s.DATABASES['default']['ENGINE']); "
     "print('DBNAME=%s' % s.DATABASES['default']['NAME']); "
-    "print('VAR=%s' % s.VAR_DIR)"
+    "print('VAR=%s' % s.VAR_DIR); "
+    "import hashlib; h = lambda v: hashlib.sha256(v.encode()).hexdigest()[:12]; "
+    "print('SECRET=%s' % h(s.SECRET_KEY)); print('ENC=%s' % h(s.PLAYGROUND_ENCRYPTION_KEYS[0])); "
+    "print('SIMKEY=%s' % h(s.PLAYGROUND_SIMULATOR_KEY))"
 )
 
 CLEARED_PREFIXES = ("DJANGO_", "PLAYGROUND_")
@@ -56,15 +63,23 @@ def _env_example() -> dict[str, str]:
     return out
 
 
-_no_secret = production()
+_no_secret = production(PLAYGROUND_GENERATE_SECRETS="false")
 del _no_secret["DJANGO_SECRET_KEY"]
+_no_secrets_generated = production()
+del _no_secrets_generated["DJANGO_SECRET_KEY"]
+del _no_secrets_generated["PLAYGROUND_ENCRYPTION_KEYS"]
 
 #: name -> (environment of the case, whether PLAYGROUND_VAR_DIR is left to the case)
 CASES: dict[str, tuple[dict[str, str], bool]] = {
-    "no_secret_empty": (production(DJANGO_SECRET_KEY=""), False),
+    "no_secret_empty": (production(DJANGO_SECRET_KEY="", PLAYGROUND_GENERATE_SECRETS="false"), False),
     "no_secret_unset": (_no_secret, False),
-    "no_secret_upper_false": (production(DJANGO_DEBUG="FALSE", DJANGO_SECRET_KEY=""), False),
-    "no_keys": (production(PLAYGROUND_ENCRYPTION_KEYS=""), False),
+    "no_secret_upper_false": (
+        production(DJANGO_DEBUG="FALSE", DJANGO_SECRET_KEY="", PLAYGROUND_GENERATE_SECRETS="0"), False
+    ),
+    "no_keys": (production(PLAYGROUND_ENCRYPTION_KEYS="", PLAYGROUND_GENERATE_SECRETS="false"), False),
+    "generated": (_no_secrets_generated, False),
+    "same_secret_a": ({"DJANGO_SECRET_KEY": PROD_SECRET}, False),
+    "same_secret_b": ({"DJANGO_SECRET_KEY": PROD_SECRET}, False),
     "hosts_star": (production(DJANGO_ALLOWED_HOSTS="*"), False),
     "hosts_list_star": (production(DJANGO_ALLOWED_HOSTS="playground.example.com,*"), False),
     "hosts_list_space_star": (production(DJANGO_ALLOWED_HOSTS="playground.example.com, *"), False),
@@ -111,6 +126,18 @@ def results(
             var_dir,
         )
     return out
+
+
+def _probe(case_env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(CLEARED_PREFIXES) and k not in CLEARED_NAMES
+    }
+    env = {**clean, "PLAYGROUND_VAR_DIR": str(var_dir), **case_env}
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def values(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -161,16 +188,61 @@ def test_debug_allows_wildcard_hosts(results) -> None:  # noqa: ANN001
     got = values(proc)
     assert got["DEBUG"] == "True"
     assert got["HOSTS"] == "*"
-    assert got["KEYS"] == "0"  # a dev key is derived from the secret key
+    assert got["KEYS"] == "1"  # generated into var/, never derived from the secret key
 
 
-def test_defaults_without_any_variable_start_in_debug(results) -> None:  # noqa: ANN001
+def test_defaults_without_any_variable_start_without_debug(results) -> None:  # noqa: ANN001
+    """``make run`` on a fresh machine: not a debug run, SQLite in var/, and the secret key,
+    encryption key and simulator key generated into var/ with mode 0600."""
     proc, var_dir = results["defaults"]
     assert proc.returncode == 0, proc.stderr
     got = values(proc)
-    assert got["DEBUG"] == "True"
+    assert got["DEBUG"] == "False"
+    assert got["HOSTS"] == "127.0.0.1,localhost,[::1]"
     assert got["ENGINE"] == "django.db.backends.sqlite3"
     assert got["DBNAME"] == str(var_dir / "db.sqlite3")
+    assert got["KEYS"] == "1"
+    for name in ("secret_key", "encryption_key", "simulator_key"):
+        path = var_dir / name
+        assert path.exists(), name
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+        assert len(path.read_text().strip()) >= 40, name
+    assert got["SECRET"] == hashlib.sha256((var_dir / "secret_key").read_text().strip().encode()).hexdigest()[:12]
+    assert got["ENC"] == hashlib.sha256((var_dir / "encryption_key").read_text().strip().encode()).hexdigest()[:12]
+    assert len({got["SECRET"], got["ENC"], got["SIMKEY"]}) == 3
+
+
+def test_generated_secrets_are_kept_across_starts(results) -> None:  # noqa: ANN001
+    proc, var_dir = results["defaults"]
+    again = _probe({}, var_dir)
+    assert again.returncode == 0, again.stderr
+    first, second = values(proc), values(again)
+    assert (first["SECRET"], first["ENC"], first["SIMKEY"]) == (second["SECRET"], second["ENC"], second["SIMKEY"])
+
+
+def test_production_without_secrets_generates_them_unless_told_not_to(results) -> None:  # noqa: ANN001
+    proc, var_dir = results["generated"]
+    assert proc.returncode == 0, proc.stderr
+    assert values(proc)["DEBUG"] == "False"
+    assert stat.S_IMODE((var_dir / "encryption_key").stat().st_mode) == 0o600
+
+
+def test_encryption_key_never_derives_from_the_secret_key(results) -> None:  # noqa: ANN001
+    """The same DJANGO_SECRET_KEY on two installs gives two unrelated encryption keys (the
+    old development key was sha256 of the secret key, public in the repository)."""
+    a, _ = results["same_secret_a"]
+    b, _ = results["same_secret_b"]
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+    assert values(a)["SECRET"] == values(b)["SECRET"]
+    assert values(a)["ENC"] != values(b)["ENC"]
+
+
+def test_a_secret_file_readable_by_others_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secret_key").write_text("x" * 60)
+    os.chmod(tmp_path / "secret_key", 0o644)
+    proc = _probe({}, tmp_path)
+    assert proc.returncode != 0
+    assert "ImproperlyConfigured" in proc.stderr and "chmod 600" in proc.stderr
 
 
 def test_env_example_values_start(results) -> None:  # noqa: ANN001

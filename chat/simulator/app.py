@@ -43,12 +43,15 @@ from .knobs import KNOB_HELP, MODELS, KnobError, parse_knobs, split_model
 from .messages import handle_count_tokens, handle_messages
 from .recorder import Recorder
 from .responses import handle_responses
+from .structured import MAX_ANSWER_CHARS as _ANSWER_CHARS
 from .wire import Exchange, Receive, Scope, Send, header, plain_json, read_body
 
 __all__ = ["SimulatorApp", "create_app", "simulator_asgi_app"]
 
-#: Largest request body read; more gets the 413 proxy page.
+#: Largest request body read by default; more gets the 413 proxy page.
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Largest structured (JSON schema) answer by default, characters.
+MAX_ANSWER_CHARS = 1_000_000
 
 #: POST routes: sub-path -> handler(exchange, X-Simulator-Options, raw body).
 _POST_ROUTES = {
@@ -60,14 +63,26 @@ _POST_ROUTES = {
 
 
 class SimulatorApp:
-    """The ASGI application. ``recorder`` holds what it received and sent."""
+    """The ASGI application. ``recorder`` holds what it received and sent (only with
+    ``control``: without it nothing is kept). ``max_body_bytes``: larger request bodies get 413;
+    ``max_answer_chars``: the largest JSON-schema answer it builds."""
 
-    def __init__(self, mount_prefix: str = "/v1", *, control: bool = True, max_recorded: int = 500):
+    def __init__(
+        self,
+        mount_prefix: str = "/v1",
+        *,
+        control: bool = True,
+        max_recorded: int = 500,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
+    ):
         self.prefix = "/" + mount_prefix.strip("/")
         parent = self.prefix.rsplit("/", 1)[0]
         self.control_prefix = f"{parent}/_simulator"
         self.control = control
-        self.recorder = Recorder(max_recorded)
+        self.max_body_bytes = max_body_bytes
+        self.max_answer_chars = max_answer_chars
+        self.recorder = Recorder(max_recorded, keep=control)
         self._counter = itertools.count(1)
 
     # ---- entry ---------------------------------------------------------------------------
@@ -137,7 +152,8 @@ class SimulatorApp:
             raw_headers=list(scope.get("headers", [])),
         )
         ex = Exchange(send=send, record=record, request_id=request_id, api_key=api_key)
-        raw = await read_body(receive, MAX_BODY_BYTES)
+        _ANSWER_CHARS.set(self.max_answer_chars)  # this request's context only
+        raw = await read_body(receive, self.max_body_bytes)
         if raw is None:
             record.mark_disconnected()
             record.finish("disconnected")
@@ -161,7 +177,7 @@ class SimulatorApp:
 
     async def _route(self, ex: Exchange, scope: Scope, path: str, raw: bytes) -> None:
         method = scope["method"]
-        if len(raw) > MAX_BODY_BYTES:
+        if len(raw) > self.max_body_bytes:
             await ex.error(fault_response("413", **ex.fault_args("", 7)))
             return
         if not (path == self.prefix or path.startswith(self.prefix + "/")):
@@ -217,20 +233,34 @@ class SimulatorApp:
 
 
 def create_app(
-    mount_prefix: str = "/v1", *, control: bool = True, max_recorded: int = 500
+    mount_prefix: str = "/v1",
+    *,
+    control: bool = True,
+    max_recorded: int = 500,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_answer_chars: int = MAX_ANSWER_CHARS,
 ) -> SimulatorApp:
     """A new simulator ASGI app serving the API under ``mount_prefix`` (``/v1`` standalone,
     ``/simulator/v1`` in-process) and, when ``control``, ``/_simulator/…`` under the prefix's
     parent. Each app has its own :class:`~chat.simulator.recorder.Recorder` (``app.recorder``)
-    keeping the last ``max_recorded`` requests.
+    keeping the last ``max_recorded`` requests (none without ``control``). Request bodies over
+    ``max_body_bytes`` get 413; JSON-schema answers stop at ``max_answer_chars`` characters.
     """
-    return SimulatorApp(mount_prefix, control=control, max_recorded=max_recorded)
+    return SimulatorApp(
+        mount_prefix, control=control, max_recorded=max_recorded,
+        max_body_bytes=max_body_bytes, max_answer_chars=max_answer_chars,
+    )
 
 
 _SINGLETON: SimulatorApp | None = None
 
 
-def simulator_asgi_app(*, control: bool = True) -> SimulatorApp:
+def simulator_asgi_app(
+    *,
+    control: bool = True,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_answer_chars: int = MAX_ANSWER_CHARS,
+) -> SimulatorApp:
     """The process-wide app for the in-process mount: ``/simulator/v1/…`` (API) and
     ``/simulator/_simulator/…`` (recorder; only when ``control``, which the first call
     decides). Route every ``/simulator/`` path to it, e.g. in ``playground/asgi.py``::
@@ -238,10 +268,14 @@ def simulator_asgi_app(*, control: bool = True) -> SimulatorApp:
         if scope["type"] == "http" and scope["path"].startswith("/simulator/"):
             return await simulator_asgi_app()(scope, receive, send)
 
-    The recorder keeps the last 100 requests, prompts included, and its routes have no
-    authentication: pass ``control=False`` where other users' prompts must stay private.
+    With ``control`` the recorder keeps the last 100 requests, prompts included, and serves
+    them; without it nothing is kept. The app checks no credentials itself: the playground's
+    ASGI mount (``playground.asgi.SimulatorGate``) does. The first call decides the options.
     """
     global _SINGLETON
     if _SINGLETON is None:
-        _SINGLETON = create_app("/simulator/v1", control=control, max_recorded=100)
+        _SINGLETON = create_app(
+            "/simulator/v1", control=control, max_recorded=100,
+            max_body_bytes=max_body_bytes, max_answer_chars=max_answer_chars,
+        )
     return _SINGLETON

@@ -107,6 +107,8 @@ class RecordedRequest:
     tokens_after_disconnect: int = 0
     ended_at: float | None = None
     outcome: str | None = None
+    #: False: the request is only counted (status, tokens), its body and writes are not kept.
+    keep: bool = True
 
     @property
     def finished(self) -> bool:
@@ -165,7 +167,9 @@ class RecordedRequest:
             tokens=tokens,
             after_disconnect=self.disconnected,
         )
-        if len(self.events) < MAX_EVENTS:
+        if not self.keep:
+            self.events_dropped += 1
+        elif len(self.events) < MAX_EVENTS:
             self.events.append(event)
         else:
             self.events_dropped += 1
@@ -196,10 +200,15 @@ def _split_key(headers: dict[str, str]) -> str | None:
 
 
 class Recorder:
-    """The requests one simulator app has seen, newest last, at most ``max_requests``."""
+    """The requests one simulator app has seen, newest last, at most ``max_requests``.
 
-    def __init__(self, max_requests: int = 500) -> None:
-        self._requests: deque[RecordedRequest] = deque(maxlen=max_requests)
+    ``keep=False`` (the in-process simulator without its control switch): nothing is kept, no
+    request, body or written text; each request is still counted while it runs.
+    """
+
+    def __init__(self, max_requests: int = 500, *, keep: bool = True) -> None:
+        self.keep = keep
+        self._requests: deque[RecordedRequest] = deque(maxlen=max_requests if keep else 0)
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -273,8 +282,10 @@ class Recorder:
             auth_fingerprint=key_fingerprint(api_key) if api_key else None,
             started_at=time.monotonic(),
             key_in_other_headers=key_elsewhere,
+            keep=self.keep,
         )
-        self._requests.append(request)
+        if self.keep:
+            self._requests.append(request)
         return request, api_key
 
     @staticmethod
@@ -288,8 +299,11 @@ class Recorder:
             parsed = json.loads(raw) if raw else None
         except ValueError:
             scrubbed = text.replace(api_key, _KEY_PLACEHOLDER) if api_key else text
-            request.raw_body = scrubbed[:2000]
+            if request.keep:
+                request.raw_body = scrubbed[:2000]
             raise
+        if not request.keep:
+            return parsed
         if request.key_in_body and api_key:
             dumped = json.dumps(parsed, ensure_ascii=False)
             escaped = json.dumps(api_key, ensure_ascii=False)[1:-1]

@@ -26,6 +26,7 @@ import json
 import math
 import re
 import uuid
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = [
@@ -35,6 +36,12 @@ __all__ = [
     "json_pieces",
     "value_for_schema",
 ]
+
+#: Characters a generated value may take (strings, and a few per value and array item); a
+#: schema asking for more (``minLength: 1e8``, nested ``minItems``) gets a shorter answer that
+#: may not validate. The app sets it per request (``create_app(max_answer_chars=…)``).
+MAX_ANSWER_CHARS: ContextVar[int] = ContextVar("max_answer_chars", default=1_000_000)
+_budget: ContextVar[list[int] | None] = ContextVar("_structured_budget", default=None)
 
 #: Recursion depth after which optional properties are left out.
 MAX_DEPTH = 12
@@ -66,7 +73,22 @@ def value_for_schema(schema: Any, *, label: str = "answer") -> Any:
     their own names ("Simulated city"). A missing or empty schema gives a small object.
     """
     root = schema if isinstance(schema, dict) else {}
-    return _value(root, root, label, 0, 0)
+    token = _budget.set([MAX_ANSWER_CHARS.get()])
+    try:
+        return _value(root, root, label, 0, 0)
+    finally:
+        _budget.reset(token)
+
+
+def _left() -> int:
+    budget = _budget.get()
+    return budget[0] if budget is not None else MAX_ANSWER_CHARS.get()
+
+
+def _spend(chars: int) -> None:
+    budget = _budget.get()
+    if budget is not None:
+        budget[0] -= chars
 
 
 def json_object_answer(prompt_echo: str) -> dict[str, Any]:
@@ -83,7 +105,7 @@ def invalid_value_for_schema(schema: Any) -> Any:
     """
     root = schema if isinstance(schema, dict) else {}
     node = _resolve(root, root)
-    valid = _value(root, root, "answer", 0, 0)
+    valid = value_for_schema(root)
     if isinstance(valid, dict):
         required = [r for r in node.get("required", []) if isinstance(r, str)]
         if required and required[0] in valid:
@@ -172,8 +194,9 @@ def _pointer(root: dict[str, Any], ref: str) -> Any:
 
 
 def _value(root: dict[str, Any], raw: Any, label: str, depth: int, index: int) -> Any:
-    if depth > 2 * MAX_DEPTH:  # a schema that requires itself forever: give up with null
+    if depth > 2 * MAX_DEPTH or _left() <= 0:  # recursive forever, or over the size budget
         return None
+    _spend(4)
     node = _resolve(root, raw)
     if "const" in node:
         return node["const"]
@@ -253,6 +276,8 @@ def _array(root: dict[str, Any], node: dict[str, Any], label: str, depth: int) -
     item_label = label[:-1] if label.endswith("s") and len(label) > 1 else f"{label} item"
     out = []
     for i in range(count):
+        if _left() <= 0:
+            break
         sub = prefix[i] if i < len(prefix) else (items if isinstance(items, dict) else {})
         out.append(_value(root, sub, item_label, depth + 1, i))
     return out
@@ -270,9 +295,10 @@ def _string(node: dict[str, Any], label: str, index: int) -> str:
     low = node.get("minLength")
     high = node.get("maxLength")
     if isinstance(low, int) and len(text) < low:
-        text = text + "x" * (low - len(text))
+        text = text + "x" * max(0, min(low, _left()) - len(text))
     if isinstance(high, int) and len(text) > high:
-        text = text[:high]
+        text = text[: max(high, 0)]
+    _spend(len(text))
     return text
 
 

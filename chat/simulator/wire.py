@@ -363,9 +363,10 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return None
         if message["type"] == "http.request":
             chunk = message.get("body", b"")
-            size += len(chunk)
-            if size <= limit + 1:
-                chunks.append(chunk)
+            room = limit + 1 - size
+            if room > 0:  # keep at most limit + 1 bytes, so an oversized body is seen as one
+                chunks.append(chunk[:room])
+                size += min(len(chunk), room)
             if not message.get("more_body", False):
                 return b"".join(chunks)
 

@@ -2,7 +2,9 @@
  * Streaming answers (deltas at server-computed offsets, closed blocks rendered by the server and
  * appended once, the open last block rendered here with the vendored markdown-it + DOMPurify
  * under the same rules), Enter-to-send, the waiting counter, autoscroll, copy buttons,
- * Retry-After countdowns, model list loading and endpoint presets. No framework, no CDN. */
+ * Retry-After countdowns, model list loading and endpoint presets, confirmations, and the
+ * websocket message size check. No framework, no CDN, and nothing inline in the pages: the
+ * Content-Security-Policy allows scripts from this site only (no inline handlers, no eval). */
 (function () {
   "use strict";
 
@@ -274,6 +276,32 @@
     }
   });
 
+  // The server (daphne) drops a websocket message over its limit and closes the socket, which
+  // then reconnects without a word: check the size before sending and say why instead.
+  function notice(text, level) {
+    var n = document.getElementById("notice");
+    if (n) { n.textContent = text; n.className = "notice notice-" + (level || "error"); }
+  }
+  document.addEventListener("htmx:wsConfigSend", function (e) {
+    if (e.defaultPrevented) return;
+    var app = document.querySelector("[data-ws-max-bytes]");
+    var max = app ? parseInt(app.getAttribute("data-ws-max-bytes"), 10) : 0;
+    if (!max) return;
+    var body = Object.assign({}, e.detail.parameters);
+    if (e.detail.headers) body.HEADERS = e.detail.headers;
+    var size = new TextEncoder().encode(JSON.stringify(body)).length;
+    if (size <= max) return;
+    e.preventDefault();
+    if (e.target === document.getElementById("composer")) {
+      pendingTurn = null; appendPending = false;
+      var send = document.getElementById("send");
+      if (send) send.disabled = false;
+    }
+    notice("Not sent: this message is " + (size / 1048576).toFixed(2) + " MiB and the server takes at most " +
+      (max / 1048576).toFixed(2) + " MiB per message. Shorten the text, the system prompt, the schema or the tools " +
+      "(images and audio go as attachments and do not count). Your text is still in the box.", "error");
+  });
+
   function clearComposer() {
     var form = document.getElementById("composer");
     form.querySelector("[name=content]").value = "";
@@ -450,7 +478,7 @@
   document.addEventListener("click", function (e) {
     if (e.target.id === "refresh-models") {
       var opt = document.getElementById("endpoint").selectedOptions[0];
-      if (opt) htmx.ajax("GET", opt.dataset.modelsUrl + "?refresh=1", { target: "#model-options", swap: "innerHTML" });
+      if (opt) htmx.ajax("POST", opt.dataset.modelsUrl, { target: "#model-options", swap: "innerHTML" });
     }
   });
 
@@ -461,9 +489,21 @@
   }
   function upload(formData) {
     var url = document.getElementById("upload-form").getAttribute("hx-post");
+    var chips = document.getElementById("attach-chips");
     return fetch(url, { method: "POST", body: formData, headers: { "X-CSRFToken": csrf() }, credentials: "same-origin" })
-      .then(function (r) { return r.text(); })
-      .then(function (html) { document.getElementById("attach-chips").insertAdjacentHTML("beforeend", html); });
+      .then(function (r) {
+        if (r.ok) return r.text().then(function (html) { chips.insertAdjacentHTML("beforeend", html); });
+        errorChip(r.status === 413 || r.status === 400
+          ? "Upload refused (HTTP " + r.status + "): larger than the server accepts in one request; attach fewer or smaller files."
+          : "Upload failed (HTTP " + r.status + ").");
+      }, function () { errorChip("Upload failed: the server could not be reached."); });
+  }
+  function errorChip(text) {
+    var chip = document.createElement("span"), rm = document.createElement("button");
+    chip.className = "chip chip-error"; chip.setAttribute("role", "alert"); chip.textContent = text;
+    rm.type = "button"; rm.className = "chip-remove"; rm.title = "Dismiss"; rm.textContent = "✕";
+    chip.appendChild(rm);
+    document.getElementById("attach-chips").appendChild(chip);
   }
   function uploadFiles(files) {
     if (!files || !files.length) return;
@@ -478,7 +518,12 @@
       if (u) { var fd = new FormData(); fd.append("url", u); upload(fd); }
     }
     var rm = e.target.closest && e.target.closest(".chip-remove");
-    if (rm) rm.closest(".chip").remove();
+    if (rm) {
+      var chip = rm.closest(".chip"), del = chip.getAttribute("data-delete-url");
+      // An unsent upload counts against the per-message and quota limits until deleted.
+      if (del) fetch(del, { method: "POST", headers: { "X-CSRFToken": csrf() }, credentials: "same-origin" });
+      chip.remove();
+    }
   });
   document.addEventListener("htmx:afterRequest", function (e) {
     if (e.target.id === "upload-form") document.getElementById("attach-file").value = "";
@@ -518,5 +563,18 @@
     }
   });
 
-  document.addEventListener("DOMContentLoaded", function () { initStreams(); afterFrame(); scrollDown(); applyStyle(); });
+  // Confirmations of plain forms (delete buttons), instead of inline onsubmit handlers.
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (f.matches && f.matches("form[data-confirm]:not([ws-send])") && !window.confirm(f.getAttribute("data-confirm"))) {
+      e.preventDefault();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    // "/" without an empty conversation: its form creates one by POST (a GET never writes).
+    var start = document.querySelector("form[data-autosubmit]");
+    if (start) { start.submit(); return; }
+    initStreams(); afterFrame(); scrollDown(); applyStyle();
+  });
 })();
