@@ -44,7 +44,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
 
-from chat import db, frames, selectors, services
+from chat import db, frames, selectors, services, signals
 from chat.cluster import RemoteTurns, cluster, conversation_group, user_group
 from chat.forms import (
     OPTION_FIELDS,
@@ -280,6 +280,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.remote = RemoteTurns(self.queue.put_nowait, self._ask_snapshot)
         self.owner_channels: dict[Any, str] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
+        # End this socket when its session ends (logout, password change, deactivation).
+        self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
+        await self.channel_layer.group_add(signals.user_group(self.user.pk), self.channel_name)
+        if self.session_key:
+            await self.channel_layer.group_add(signals.session_group(self.session_key), self.channel_name)
         if cluster.enabled:
             # Join the conversation's group before asking for snapshots (nothing is missed).
             await cluster.start()
@@ -360,6 +365,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 self.stale_watch.cancel()
             for task in list(getattr(self, "tasks", ())):
                 task.cancel()
+            await self.channel_layer.group_discard(signals.user_group(self.user.pk), self.channel_name)
+            if self.session_key:
+                await self.channel_layer.group_discard(signals.session_group(self.session_key), self.channel_name)
             if cluster.enabled:
                 await self.channel_layer.group_discard(conversation_group(self.conversation_id), self.channel_name)
                 await self.channel_layer.group_discard(user_group(self.user.pk), self.channel_name)
@@ -409,6 +417,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             and event.get("conversation_id") != self.conversation_id
         ):
             self.queue.put_nowait(event["html"])
+
+    # -- the session ended (chat.signals) ---------------------------------------------------
+    async def auth_revoke(self, event: dict[str, Any]) -> None:
+        """Logged out, deactivated or deleted: this socket may do nothing more."""
+        if self.subscriber is not None:
+            await self.disconnect(4401)
+        await self.close(code=4401)
+
+    async def auth_check(self, event: dict[str, Any]) -> None:
+        """The user's password changed: every socket of the user closes with 1012 ("reconnect");
+        the page reconnects at once, and the handshake lets in only a browser whose session is
+        still valid (the one that changed the password); the others get 4401."""
+        if self.subscriber is not None:
+            await self.disconnect(1012)
+        await self.close(code=1012)
 
     # -- frames out ------------------------------------------------------------------------
     def notice(self, text: str, level: str = "error") -> None:
