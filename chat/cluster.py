@@ -12,7 +12,10 @@ A consumer in another process (:class:`RemoteTurns`) joins the group first, asks
 for a snapshot, buffers group frames until it arrives, drops or trims what it already has, and
 asks again when it sees a gap (channels-redis drops messages for full channels silently).
 
-May import: channels, chat.frames, chat.services (the owner channel name), the standard library.
+The registry of running turns is handed in with :meth:`Cluster.bind` (by ``chat.turns``), so this
+module never imports the runner: stop and snapshot requests go to whatever was bound.
+
+May import: channels, chat.frames, chat.process, the standard library.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from chat import frames, services
+from chat import frames, process
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,12 @@ class Cluster:
         self._sender: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
         self.sent = 0
+        self._registry: Any = None
+
+    def bind(self, registry: Any) -> None:
+        """The registry answering Stop and snapshot requests: ``stop(mid)``,
+        ``snapshot_reply(mid) -> dict``."""
+        self._registry = registry
 
     @property
     def layer(self) -> Any:
@@ -71,7 +80,7 @@ class Cluster:
             # The default prefix on purpose: channels-redis reads one process-local list per
             # prefix under one lock, so a second prefix would starve the consumers' channels.
             self.channel_name = await self.layer.new_channel()
-            services.OWNER_CHANNEL = self.channel_name
+            process.identity.channel_name = self.channel_name
             self._outbox = asyncio.Queue()
             loop = asyncio.get_running_loop()
             self._listener = loop.create_task(self._listen(), name="cluster-listener")
@@ -81,7 +90,7 @@ class Cluster:
         """Queue a group message (sync, ordered; sent by one task so frames keep their order)."""
         if self._outbox is None or not self.enabled:
             return
-        self._outbox.put_nowait((group, {**message, "origin": services.PROCESS_ID}))
+        self._outbox.put_nowait((group, {**message, "origin": process.PROCESS_ID}))
 
     async def _send_loop(self) -> None:
         assert self._outbox is not None
@@ -94,8 +103,6 @@ class Cluster:
                 log.warning("group_send to %s failed", group, exc_info=True)
 
     async def _listen(self) -> None:
-        from chat.turns import registry
-
         while True:
             try:
                 msg = await self.layer.receive(self.channel_name)
@@ -113,17 +120,12 @@ class Cluster:
                 mid = uuid.UUID(str(msg.get("mid")))
             except ValueError:
                 continue
+            if self._registry is None:
+                continue
             if kind == "turn.stop":
-                registry.stop(mid)
+                self._registry.stop(mid)
             elif kind == "turn.snapshot.request":
-                turn = registry.turns.get(mid)
-                if turn is None:
-                    reply: dict[str, Any] = {"type": "turn.gone", "mid": str(mid)}
-                else:
-                    reply = {
-                        "type": "turn.snapshot", "mid": str(mid), "text": turn.text,
-                        "reasoning": turn.reasoning, "html": frames.snapshot(turn.view()),
-                    }
+                reply = self._registry.snapshot_reply(mid)
                 try:
                     await self.layer.send(msg["reply"], reply)
                 except Exception:
@@ -137,9 +139,13 @@ class Cluster:
 cluster = Cluster()
 
 
+def _cursors(text: int = 0, reasoning: int = 0, text_b: int = 0, reasoning_b: int = 0) -> dict[str, int]:
+    return {"text": text, "reasoning": reasoning, "text_b": text_b, "reasoning_b": reasoning_b}
+
+
 @dataclass
 class _Remote:
-    cursors: dict[str, int] = field(default_factory=lambda: {"text": 0, "reasoning": 0})
+    cursors: dict[str, int] = field(default_factory=_cursors)
     ready: bool = False
     buffer: list[dict[str, Any]] = field(default_factory=list)
 
@@ -156,7 +162,7 @@ class RemoteTurns:
         self.turns: dict[str, _Remote] = {}
 
     def _mine(self, event: dict[str, Any]) -> bool:
-        return event.get("origin") == services.PROCESS_ID
+        return event.get("origin") == process.PROCESS_ID
 
     def want_snapshot(self, mid: str) -> None:
         state = self.turns.setdefault(mid, _Remote())
@@ -166,7 +172,7 @@ class RemoteTurns:
     def started(self, event: dict[str, Any]) -> None:
         if self._mine(event):
             return
-        self.turns[event["mid"]] = _Remote(cursors={"text": event.get("prefill_len", 0), "reasoning": 0}, ready=True)
+        self.turns[event["mid"]] = _Remote(cursors=_cursors(event.get("prefill_len", 0)), ready=True)
         self.push(event["announce"])
 
     def delta(self, event: dict[str, Any]) -> None:
@@ -184,28 +190,33 @@ class RemoteTurns:
 
     def _apply(self, mid: str, state: _Remote, event: dict[str, Any]) -> None:
         parts = []
+        k = frames.key(mid)
         for kind in ("reasoning", "text"):
             text = event.get(kind) or ""
-            if not text:
-                continue
-            start = event[f"{kind}_start"]
+            start = event.get(f"{kind}_start", 0)
             cursor = state.cursors[kind]
-            if start > cursor:  # a lost frame: ask the owner again, buffer meanwhile
+            if start > cursor or event.get(f"{kind}_blocks_start", 0) > state.cursors[kind + "_b"]:
+                # a lost frame: ask the owner again, buffer meanwhile
                 state.buffer.append(event)
                 self.want_snapshot(mid)
                 return
-            if start + len(text) <= cursor:
-                continue
-            piece = text[cursor - start:]
-            parts.append(frames.delta(uuid.UUID(mid), kind, cursor, piece))
-            state.cursors[kind] = cursor + len(piece)
+            if text and start + len(text) > cursor:
+                piece = text[cursor - start:]
+                parts.append(frames.delta(k, kind, cursor, piece))
+                state.cursors[kind] = cursor + len(piece)
+            done = event.get(f"{kind}_blocks") or []
+            have = state.cursors[kind + "_b"] - event.get(f"{kind}_blocks_start", 0)
+            if len(done) > have:
+                parts.append(frames.blocks(k, kind, done[have:], event.get(f"{kind}_upto", 0)))
+                state.cursors[kind + "_b"] += len(done) - have
         if parts:
             self.push("".join(parts))
 
     def snapshot(self, event: dict[str, Any]) -> None:
         mid = event["mid"]
         state = self.turns.setdefault(mid, _Remote())
-        state.cursors = {"text": len(event["text"]), "reasoning": len(event["reasoning"])}
+        state.cursors = _cursors(len(event["text"]), len(event["reasoning"]),
+                                 event.get("text_blocks", 0), event.get("reasoning_blocks", 0))
         state.ready = True
         self.push(event["html"])
         buffered, state.buffer = state.buffer, []

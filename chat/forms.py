@@ -19,31 +19,13 @@ from django.contrib.auth.forms import UserCreationForm
 
 from chat.models import Endpoint
 from chat.providers.http import check_base_url
-
-PARAM_FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "stop", "seed", "frequency_penalty", "presence_penalty")
-OPTION_FIELDS = (
-    "reasoning_effort", "thinking_budget", "enable_thinking", "response_format", "schema_name",
-    "schema_strict", "json_schema", "tools", "tool_choice", "logprobs", "top_logprobs", "session_id",
+from chat.turnsettings import (  # noqa: F401 - re-exported for callers of chat.forms
+    EFFORTS,
+    OPTION_FIELDS,
+    PARAM_FIELDS,
+    STYLE_FIELDS,
+    request_fields,
 )
-
-# What each API style accepts (seed 002 ChatCompletionRequest / ResponsesRequest, seed 004
-# MessagesRequest, seed 001 for Sansa's reasoning values). The panel shows only these; the
-# relay drops the rest.
-STYLE_FIELDS: dict[str, frozenset[str]] = {
-    "openai_chat": frozenset({
-        "temperature", "top_p", "top_k", "max_tokens", "stop", "seed", "frequency_penalty",
-        "presence_penalty", "reasoning_effort", "enable_thinking", "response_format", "schema_name",
-        "schema_strict", "json_schema", "tools", "tool_choice", "logprobs", "top_logprobs", "session_id",
-    }),
-    "anthropic_messages": frozenset({
-        "temperature", "top_p", "top_k", "max_tokens", "stop", "thinking_budget", "tools", "tool_choice",
-    }),
-    "openai_responses": frozenset({
-        "temperature", "top_p", "max_tokens", "reasoning_effort", "response_format", "schema_name",
-        "schema_strict", "json_schema", "tools", "tool_choice",
-    }),
-}
-EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
 class ParamsForm(forms.Form):
@@ -79,9 +61,36 @@ class ParamsForm(forms.Form):
     top_logprobs = forms.IntegerField(required=False, min_value=0, max_value=20)
     session_id = forms.CharField(required=False, max_length=200)
 
-    def __init__(self, *args: Any, max_completion_tokens: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, max_completion_tokens: int | None = None, api_style: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.max_completion_tokens = max_completion_tokens
+        self.api_style = api_style
+
+    def unsent_fields(self) -> set[str]:
+        """Fields whose values will not be sent, so they are neither validated nor kept: those
+        the endpoint's API style does not take (hidden in the panel), and the schema fields
+        unless the response format is ``json_schema``."""
+        unsent: set[str] = set()
+        if self.api_style:
+            unsent |= set(PARAM_FIELDS + OPTION_FIELDS) - STYLE_FIELDS.get(self.api_style, STYLE_FIELDS["openai_chat"])
+        data = self.data if hasattr(self.data, "get") else {}
+        if "response_format" in unsent or data.get("response_format") != "json_schema":
+            unsent |= {"json_schema", "schema_name", "schema_strict"}
+        tools = data.get("tools")
+        if "tools" in unsent or not (isinstance(tools, str) and tools.strip()):
+            unsent |= {"tool_choice"}
+        return unsent
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if not hasattr(self, "cleaned_data"):
+            return
+        for name in self.unsent_fields():
+            if self._errors is not None:
+                self._errors.pop(name, None)
+            self.cleaned_data.pop(name, None)
 
     def clean_stop(self) -> list[str]:
         raw = self.cleaned_data.get("stop") or ""
@@ -165,60 +174,18 @@ class ParamsForm(forms.Form):
         return out
 
 
-def request_fields(stored: dict[str, Any], api_style: str) -> dict[str, Any]:
-    """Stored settings → ``ChatRequest`` keyword arguments for ``api_style`` (only what it takes).
+class TurnSettingsForm(ParamsForm):
+    """The settings panel sent with every action that starts a turn (and with View code):
+    endpoint, model, system prompt and the parameters. ``present()`` tells whether the frame
+    carried the panel at all (an action without it uses the conversation's stored settings)."""
 
-    Returns ``{"params": {...}, "tools": (...), "tool_choice", "response_format", "reasoning",
-    "logprobs", "top_logprobs", "extra"}``; see ``chat.providers.base.ChatRequest``.
-    """
-    allowed = STYLE_FIELDS.get(api_style, STYLE_FIELDS["openai_chat"])
-    s = {k: v for k, v in stored.items() if k in allowed}
-    params = {k: s[k] for k in PARAM_FIELDS if k in s}
-    reasoning: dict[str, Any] = {}
-    if s.get("reasoning_effort"):
-        reasoning["effort"] = s["reasoning_effort"]
-    if s.get("thinking_budget") is not None and "thinking_budget" in s:
-        reasoning["budget_tokens"] = s["thinking_budget"]
-    if s.get("enable_thinking"):
-        reasoning["enable_thinking"] = s["enable_thinking"] == "on"
-    response_format = None
-    kind = s.get("response_format")
-    if kind == "json_schema" and s.get("json_schema"):
-        response_format = {"type": "json_schema", "json_schema": {
-            "name": s.get("schema_name") or "answer", "strict": bool(s.get("schema_strict")), "schema": s["json_schema"],
-        }}
-    elif kind in ("text", "json_object"):
-        response_format = {"type": kind}
-    extra = {"session_id": s["session_id"]} if s.get("session_id") else {}
-    return {
-        "params": params,
-        "tools": tuple(s.get("tools") or ()),
-        "tool_choice": s.get("tool_choice") or None,
-        "response_format": response_format,
-        "reasoning": reasoning,
-        "logprobs": bool(s.get("logprobs")),
-        "top_logprobs": s.get("top_logprobs"),
-        "extra": extra,
-    }
-
-
-class ChatSendForm(ParamsForm):
-    """One websocket ``send`` frame: a user message plus the conversation's settings."""
-
-    turn_id = forms.UUIDField()
-    content = forms.CharField(max_length=200_000, strip=False)
-    role = forms.ChoiceField(choices=[("user", "user"), ("assistant", "assistant"), ("system", "system")], required=False)
-    mode = forms.ChoiceField(choices=[("send", "send"), ("append", "append")], required=False)
-    attachment_ids = forms.CharField(required=False, max_length=2000)  # comma-separated UUIDs
     endpoint_id = forms.IntegerField()
     model = forms.CharField(max_length=200)
     system_prompt = forms.CharField(required=False, max_length=100_000, strip=False)
 
-    def clean_content(self) -> str:
-        content = self.cleaned_data["content"]
-        if not content.strip():
-            raise forms.ValidationError("Type a message first.")
-        return content
+    @staticmethod
+    def present(data: Any) -> bool:
+        return hasattr(data, "get") and data.get("model") is not None and data.get("endpoint_id") not in (None, "")
 
     def clean_model(self) -> str:
         model = self.cleaned_data["model"].strip()
@@ -226,6 +193,21 @@ class ChatSendForm(ParamsForm):
             raise forms.ValidationError("Pick or type a model id.")
         return model
 
+
+class ChatSendForm(TurnSettingsForm):
+    """One websocket ``send`` frame: a user message plus the settings panel."""
+
+    turn_id = forms.UUIDField()
+    content = forms.CharField(max_length=200_000, strip=False)
+    role = forms.ChoiceField(choices=[("user", "user"), ("assistant", "assistant"), ("system", "system")], required=False)
+    mode = forms.ChoiceField(choices=[("send", "send"), ("append", "append")], required=False)
+    attachment_ids = forms.CharField(required=False, max_length=2000)  # comma-separated UUIDs
+
+    def clean_content(self) -> str:
+        content = self.cleaned_data["content"]
+        if not content.strip():
+            raise forms.ValidationError("Type a message first.")
+        return content
 
     def clean_role(self) -> str:
         return self.cleaned_data.get("role") or "user"

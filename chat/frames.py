@@ -1,39 +1,59 @@
 """Every websocket frame the server sends, built in one place.
 
 Frames are HTML for htmx 2's websocket extension: each top-level element carries
-``hx-swap-oob``. Kinds:
+``hx-swap-oob``. The message partials live in ``templates/chat/message.html``; an assistant
+message's DOM ids use its short key ``k`` (the first 10 hex digits of its UUID): head ``#h<k>``,
+reasoning ``#r<k>``, answer ``#t<k>``, foot ``#f<k>``, queue line ``#q<k>``. Kinds:
 
 - ``turn_started``: the user message and the assistant skeleton appended to ``#thread``.
-- ``snapshot``: the assistant message partial (live state) replacing ``#m-<id>`` (outerHTML).
-- ``delta``: escaped text appended to ``#m-<id>-text`` / ``#m-<id>-reasoning`` with
-  ``data-start``/``data-end`` offsets (Python code points, computed here, never from the DOM).
-- ``final``: the same message partial a reload renders, replacing ``#m-<id>``.
-- ``notice``: a short status line (refusals, "busy, try again").
+- ``delta`` (hot path, ≤ 64 bytes of envelope): ``<x-d hx-swap-oob="beforeend:#t<k>" s=S e=E>``
+  with escaped raw text at code-point offsets S..E (computed here, never from the DOM).
+- ``blocks``: ``<x-b hx-swap-oob="beforeend:#t<k>" u=U>`` with the rendered HTML of blocks
+  that closed; the text up to offset U is now covered by rendered blocks, the rest is the open
+  block the browser renders (static/chat/app.js). Deltas and blocks are applied by the page's
+  script, never re-created.
+- ``final`` of a streamed turn: the head and the foot (``data-final``) swapped by id, after the
+  last blocks; the answer's blocks are not sent again. ``final_full``: the whole message (after
+  a reload, from another process, or when the answer changed shape: structured output, moved
+  reasoning).
+- ``snapshot``: the whole message partial (live blocks + open text) replacing ``#m-<id>``.
+- ``notice``, ``field_errors``, ``queue_position``, ``turn_refused``, ``thread``, ``sidebar``.
 
 CR is sent as ``&#13;`` so the browser keeps it (the HTML parser folds a raw CR into LF).
 
-May import: Django templates, chat.rendering, chat.metrics.
+May import: Django templates and utils.html, chat.rendering, chat.textsafety.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
-from chat.rendering import render_markdown
+from chat.rendering import render_blocks
+from chat.textsafety import pretty_json
 
-MESSAGE_TEMPLATE = "chat/conversation.html#message"
+MESSAGE_TEMPLATE = "chat/message.html#message"
+
+
+def key(message_id: uuid.UUID | str) -> str:
+    """The short DOM key of a message: the first 10 hex digits of its UUID."""
+    return (message_id.hex if isinstance(message_id, uuid.UUID) else str(message_id).replace("-", ""))[:10]
 
 
 @dataclass
 class MessageView:
-    """What the message partial needs, from a row or from a live turn (no DB access)."""
+    """What the message partial needs, from a row or from a live turn (no DB access).
+
+    A live turn sets ``live_blocks`` (``{"text"|"reasoning": (html blocks, upto offset)}``):
+    the blocks already rendered and sent; otherwise the blocks are rendered from the text.
+    """
 
     id: uuid.UUID
     role: str
@@ -54,10 +74,12 @@ class MessageView:
     edited: bool = False
     prefill_len: int = 0
     conversation_id: int | None = None
-    tool_calls: list[dict[str, str]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_call_id: str = ""
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     attachments: list[dict[str, str]] = field(default_factory=list)  # {id, kind, filename, url}
+    queue_position: int = 0  # > 0 while the turn waits for an admission slot
+    live_blocks: dict[str, tuple[list[str], int]] | None = None
 
     @classmethod
     def from_row(cls, m: Any, *, sibling_index: int = 0, sibling_count: int = 1) -> MessageView:
@@ -78,12 +100,12 @@ class MessageView:
         )
 
     @property
-    def sibling_number(self) -> int:
-        return self.sibling_index + 1
+    def k(self) -> str:
+        return key(self.id)
 
     @property
-    def content_html(self) -> str:
-        return render_markdown(self.content) if self.role != "user" else ""
+    def sibling_number(self) -> int:
+        return self.sibling_index + 1
 
     @property
     def dom_id(self) -> str:
@@ -93,9 +115,47 @@ class MessageView:
     def is_streaming(self) -> bool:
         return self.status == "streaming"
 
+    def _blocks(self, kind: str) -> tuple[tuple[str, ...] | list[str], int]:
+        if self.live_blocks is not None and kind in self.live_blocks:
+            return self.live_blocks[kind]
+        text = self.content if kind == "text" else self.reasoning
+        if self.is_streaming:  # a row mid-turn without its live state: all of it is open
+            return (), 0
+        return render_blocks(text), len(text)
+
     @property
-    def reasoning_html(self) -> str:
-        return render_markdown(self.reasoning)
+    def content_blocks(self) -> tuple[str, ...] | list[str]:
+        return self._blocks("text")[0] if self.role != "user" else ()
+
+    @property
+    def content_upto(self) -> int:
+        return self._blocks("text")[1]
+
+    @property
+    def content_open(self) -> str:
+        return self.content[self.content_upto:]
+
+    @property
+    def content_closed(self) -> str:
+        """While streaming: the raw text its rendered blocks cover (the page keeps the whole raw
+        text for Copy and checks); "" otherwise."""
+        return self.content[: self.content_upto] if self.is_streaming else ""
+
+    @property
+    def reasoning_closed(self) -> str:
+        return self.reasoning[: self.reasoning_upto] if self.is_streaming else ""
+
+    @property
+    def reasoning_blocks(self) -> tuple[str, ...] | list[str]:
+        return self._blocks("reasoning")[0]
+
+    @property
+    def reasoning_upto(self) -> int:
+        return self._blocks("reasoning")[1]
+
+    @property
+    def reasoning_open(self) -> str:
+        return self.reasoning[self.reasoning_upto:]
 
     @property
     def content_len(self) -> int:
@@ -106,16 +166,38 @@ class MessageView:
         return len(self.reasoning)
 
     @property
-    def tool_calls_pretty(self) -> list[dict[str, str]]:
-        """Tool calls with their arguments pretty-printed when they are JSON."""
+    def can_continue(self) -> bool:
+        """Continue resumes an answer cut by ``length``, a stop, an interruption or a broken
+        stream (whenever the hint under it says "Continue")."""
+        if self.role != "assistant" or self.is_streaming:
+            return False
+        return self.finish_reason == "length" or self.status in ("stopped", "interrupted") or (
+            self.status == "error" and str(self.error.get("code")) in ("stream_cut", "stream_error", "idle_timeout",
+                                                                       "turn_timeout", "limit_exceeded")
+        ) and bool(self.content or self.reasoning)
+
+    @property
+    def empty_answer_note(self) -> str:
+        """What to say when a finished answer has no text to show."""
+        if self.role != "assistant" or self.is_streaming or self.content.strip() or self.tool_calls or self.error:
+            return ""
+        if self.status == "stopped":
+            return ""
+        reason = self.finish_reason or "unknown"
+        if self.finish_reason == "length":
+            if self.reasoning:
+                return ("The model used the whole token budget on reasoning before it wrote an answer: "
+                        "raise max tokens, or Continue.")
+            return "The answer hit max tokens before any text: raise max tokens, or Continue."
+        return f"The model returned no text (finish reason: {reason})."
+
+    @property
+    def tool_calls_pretty(self) -> list[dict[str, Any]]:
+        """Tool calls with their arguments pretty-printed when they are JSON (never raises)."""
         out = []
         for c in self.tool_calls:
-            args = c.get("arguments", "")
-            try:
-                args = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
-            except ValueError:
-                pass
-            out.append({**c, "pretty": args})
+            args = str(c.get("arguments", ""))
+            out.append({**c, "pretty": pretty_json(args) or args})
         return out
 
     @property
@@ -125,12 +207,9 @@ class MessageView:
     @property
     def json_pretty(self) -> str:
         """The answer as formatted JSON when it parses (structured output), else ""."""
-        if not self.schema_check:
+        if not self.schema_check or self.is_streaming:
             return ""
-        try:
-            return json.dumps(json.loads(self.content), indent=2, ensure_ascii=False)
-        except ValueError:
-            return ""
+        return pretty_json(self.content)
 
     @property
     def model_output_error(self) -> dict[str, Any] | None:
@@ -143,18 +222,42 @@ class MessageView:
     @property
     def logprob_tokens(self) -> list[dict[str, Any]]:
         """Tokens with probability (0–1), a tint class and the top alternatives, for the
-        probability view."""
+        probability view (log probabilities clamped: an upstream's odd value never raises)."""
         out = []
         for t in self.logprobs:
-            p = math.exp(t["logprob"]) if t.get("logprob") is not None else 0.0
+            p = _prob(t.get("logprob"))
             tint = "p-high" if p >= 0.9 else "p-mid" if p >= 0.5 else "p-low" if p >= 0.2 else "p-vlow"
-            alts = ", ".join(f"{a[0]!r} {math.exp(a[1]):.1%}" for a in t.get("top", []) if len(a) == 2)
-            out.append({"token": t["token"], "p": p, "tint": tint, "title": f"{p:.1%}" + (f" · top: {alts}" if alts else "")})
+            alts = ", ".join(f"{a[0]!r} {_prob(a[1]):.1%}" for a in t.get("top", []) if len(a) == 2)
+            out.append({"token": t.get("token", ""), "p": p, "tint": tint, "title": f"{p:.1%}" + (f" · top: {alts}" if alts else "")})
         return out
 
     @property
     def metric_items(self) -> list[tuple[str, str, str]]:
         return metric_items(self.metrics, self.usage, self.finish_reason)
+
+
+def _prob(logprob: Any) -> float:
+    try:
+        return math.exp(min(0.0, max(-1000.0, float(logprob))))
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+
+
+def thread_views(thread: list[Any], live: Any = None) -> list[MessageView]:
+    """Views of the rows of a branch; a running turn's live state (``live(message_id)`` →
+    MessageView or None, e.g. ``chat.turns.registry.live_view``) wins over its row."""
+    views = []
+    for m in thread:
+        view = MessageView.from_row(m)
+        if live is not None and m.status == "streaming":
+            now = live(m.id)
+            if now is not None:
+                now.attachments = view.attachments
+                now.sibling_index, now.sibling_count = view.sibling_index, view.sibling_count
+                now.prev_sibling_id, now.next_sibling_id = view.prev_sibling_id, view.next_sibling_id
+                view = now
+        views.append(view)
+    return views
 
 
 def error_hint(error: dict[str, Any]) -> str:
@@ -174,7 +277,9 @@ def error_hint(error: dict[str, Any]) -> str:
         return "The request is too large: shorten the conversation or remove attachments."
     if status == 429 or "rate" in code:
         wait = error.get("retry_after_s")
-        return f"Rate limited: wait {wait:g} s, then retry." if wait else "Rate limited: wait a moment, then retry."
+        if wait:
+            return f"Rate limited: wait {max(1, math.ceil(float(wait)))} s, then retry."
+        return "Rate limited: wait a moment, then retry."
     if status in (408, 504) or code == "timeout":
         return "The upstream timed out: retry, or lower max tokens."
     if code == "connection_error":
@@ -235,7 +340,7 @@ def metric_items(metrics: dict[str, Any], usage: dict[str, Any], finish_reason: 
 
 
 def escape_text(text: str) -> str:
-    """HTML-escape streamed text; CR as ``&#13;`` so the DOM keeps it."""
+    """HTML-escape streamed text (``&``, ``<``, ``>``); CR as ``&#13;`` so the DOM keeps it."""
     return html.escape(text, quote=False).replace("\r", "&#13;")
 
 
@@ -251,28 +356,68 @@ def render_message(view: MessageView, *, oob: bool | str = False) -> str:
 def turn_started(user_view: MessageView | None, assistant_views: list[MessageView]) -> str:
     """Append the new user message (if any) and the answers' skeletons to ``#thread``."""
     inner = (render_message(user_view) if user_view else "") + "".join(render_message(v) for v in assistant_views)
-    return f'<div hx-swap-oob="beforeend:#thread">{inner}</div>'
+    return format_html('<div hx-swap-oob="beforeend:#thread">{}</div>', SafeString(inner))
 
 
 def snapshot(view: MessageView) -> str:
+    """The whole message as it stands (live blocks + open text), replacing ``#m-<id>``."""
     return render_message(view, oob=True)
+
+
+def final_full(view: MessageView) -> str:
+    """The whole finished message replacing ``#m-<id>`` (its foot marked ``data-final``)."""
+    return render_to_string(MESSAGE_TEMPLATE, {"m": view, "oob": "true", "final": True})
 
 
 def final(view: MessageView) -> str:
-    return render_message(view, oob=True)
+    """The end of a streamed turn: its head and foot swapped by id (the answer's blocks stay);
+    the whole message when the answer changed shape (structured output shown as JSON)."""
+    if view.json_pretty:
+        return final_full(view)
+    ctx = {"m": view, "oob": True, "final": True}
+    return (render_to_string("chat/message.html#msg-head", ctx)
+            + render_to_string("chat/message.html#msg-foot", ctx))
 
 
-def delta(message_id: uuid.UUID, kind: str, start: int, text: str) -> str:
-    """Append ``text`` (kind "text" | "reasoning") at offset ``start`` of message ``message_id``."""
-    end = start + len(text)
-    return (
-        f'<div hx-swap-oob="beforeend:#m-{message_id}-{kind}" data-start="{start}" '
-        f'data-end="{end}">{escape_text(text)}</div>'
+def delta(k: str, kind: str, start: int, text: str) -> str:
+    """Append ``text`` (kind "text" | "reasoning") at code-point offset ``start`` of message
+    ``k`` (see :func:`key`). The envelope is 46–56 bytes."""
+    return format_html(
+        '<x-d hx-swap-oob="beforeend:#{}{}" s={} e={}>{}</x-d>',
+        "t" if kind == "text" else "r", k, start, start + len(text), SafeString(escape_text(text)),
     )
 
 
+def blocks(k: str, kind: str, rendered: list[str], upto: int) -> str:
+    """Rendered blocks (already sanitized HTML) appended before the open block of message
+    ``k``; the text up to offset ``upto`` is now covered by them."""
+    return format_html(
+        '<x-b hx-swap-oob="beforeend:#{}{}" u={}>{}</x-b>',
+        "t" if kind == "text" else "r", k, upto, SafeString("".join(rendered)),
+    )
+
+
+def queue_position(message_id: uuid.UUID, position: int) -> str:
+    """The waiting line of a queued answer: its position in the admission queue."""
+    return render_to_string("chat/frames.html#queue", {"k": key(message_id), "position": position})
+
+
+def turn_refused(message_id: uuid.UUID, message: str) -> str:
+    """A turn whose rows could not be written: remove its skeleton and say why."""
+    return render_to_string("chat/frames.html#refused", {"mid": message_id, "message": message})
+
+
+def final_fallback(view: MessageView) -> str:
+    """A minimal final frame when the message partial could not be rendered: the answer as
+    escaped text, its status and error, and Retry."""
+    return render_to_string("chat/frames.html#fallback", {"m": view})
+
+
 def notice(text: str, *, level: str = "info") -> str:
-    return f'<div id="notice" hx-swap-oob="true" class="notice notice-{level}" role="status">{html.escape(text)}</div>'
+    return format_html(
+        '<div id="notice" hx-swap-oob="true" class="notice notice-{}" role="{}">{}</div>',
+        level, "alert" if level == "error" else "status", text,
+    )
 
 
 def replace(old_message_id: uuid.UUID, view: MessageView) -> str:
@@ -282,32 +427,30 @@ def replace(old_message_id: uuid.UUID, view: MessageView) -> str:
 
 def sidebar(conversations: list[Any], *, current_id: int | None) -> str:
     """The sidebar's conversation list (after a title appears or changes)."""
-    html_ = render_to_string(
+    return render_to_string(
         "chat/conversation.html#sidebar-list",
-        {"sidebar": conversations, "conversation": {"pk": current_id} if current_id else None},
+        {"sidebar": conversations, "conversation": {"pk": current_id} if current_id else None, "oob": True},
     )
-    return html_.replace('<ul id="conversation-list"', '<ul id="conversation-list" hx-swap-oob="true"', 1)
 
 
 def turn_finished_elsewhere(conversation_id: int, title: str, status: str) -> str:
     """Tell a user's other tabs that an answer of theirs finished (with a link to it)."""
-    label = html.escape(title or "a conversation")
     word = {"complete": "finished", "stopped": "was stopped", "error": "failed"}.get(status, status)
-    return (
-        f'<div id="notice" hx-swap-oob="true" class="notice notice-info" role="status">'
-        f'An answer in <a href="/c/{conversation_id}/">{label}</a> {word}.</div>'
+    return format_html(
+        '<div id="notice" hx-swap-oob="true" class="notice notice-info" role="status">'
+        'An answer in <a href="/c/{}/">{}</a> {}.</div>', conversation_id, title or "a conversation", word,
     )
 
 
 def thread(views: list[MessageView]) -> str:
     """The whole active branch, replacing ``#thread`` (after a branch switch or an edit)."""
     inner = "".join(render_message(v) for v in views)
-    return f'<div id="thread" class="thread" hx-swap-oob="true">{inner}</div>'
+    return format_html('<div id="thread" class="thread" hx-swap-oob="true">{}</div>', SafeString(inner))
 
 
 def field_errors(errors: dict[str, list[str]], fields: tuple[str, ...]) -> str:
     """One ``#err-<field>`` span per settings field: its messages, or empty to clear."""
-    return "".join(
-        f'<span class="field-error" id="err-{f}" hx-swap-oob="true">{html.escape(" ".join(errors.get(f, [])))}</span>'
-        for f in fields
+    return format_html_join(
+        "", '<span class="field-error" id="err-{}" hx-swap-oob="true">{}</span>',
+        ((f, " ".join(errors.get(f, []))) for f in fields),
     )

@@ -5,18 +5,19 @@ form a tree through ``parent`` (branches come later) and belong to a lane. An as
 keeps everything needed to show its turn again: content, reasoning, usage (raw and normalized),
 metrics, finish reason, status, error and the settings snapshot it was made with.
 
-May import: Django, chat.crypto.
+May import: Django, chat.crypto, chat.process.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from chat import crypto
+from chat import crypto, process
 
 SIMULATOR_BASE_URL = "sim://builtin/v1"
 
@@ -101,6 +102,13 @@ class Endpoint(models.Model):
 
         raw = crypto.decrypt(self.extra_headers_encrypted)
         return json.loads(raw) if raw else {}
+
+    def settings_snapshot(self, model: str, system_prompt: str, params: dict[str, Any]) -> dict[str, Any]:
+        """What an answer keeps of the settings it was made with (shown under it)."""
+        return {
+            "endpoint_id": self.pk, "endpoint_name": self.name, "api_style": self.api_style,
+            "base_url": self.base_url, "model": model, "system_prompt": system_prompt, "params": params,
+        }
 
 
 class Attachment(models.Model):
@@ -233,3 +241,37 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} #{self.pk}"
+
+    # -- unsaved rows of a turn (UUID keys made here, so a turn's rows go in one INSERT) ---------
+    @classmethod
+    def new_user(cls, *, conversation: Conversation, parent_id: Any, turn_id: Any, content: str, created_at: Any) -> Message:
+        """An unsaved user message."""
+        return cls(
+            id=uuid.uuid4(), conversation=conversation, lane=None, parent_id=parent_id, role="user",
+            turn_id=turn_id, content=content, status=MessageStatus.COMPLETE, created_at=created_at,
+        )
+
+    @classmethod
+    def new_tool(
+        cls, *, conversation: Conversation, parent_id: Any, turn_id: Any, tool_call_id: str, content: str, created_at: Any
+    ) -> Message:
+        """An unsaved ``tool`` message: the user's result for tool call ``tool_call_id``."""
+        return cls(
+            id=uuid.uuid4(), conversation=conversation, parent_id=parent_id, role="tool", turn_id=turn_id,
+            content=content, tool_call_id=tool_call_id, status=MessageStatus.COMPLETE, created_at=created_at,
+        )
+
+    @classmethod
+    def new_answer(
+        cls, *, conversation: Conversation, lane_id: int | None, parent_id: Any, turn_id: Any,
+        snapshot: dict[str, Any], prefill: str = "", created_at: Any = None,
+    ) -> Message:
+        """An unsaved streaming answer owned by this process (``owner_process``,
+        ``owner_channel``, heartbeat now); ``prefill`` starts its text."""
+        now = created_at or timezone.now()
+        return cls(
+            id=uuid.uuid4(), conversation=conversation, lane_id=lane_id, parent_id=parent_id, role="assistant",
+            turn_id=turn_id, content=prefill, prefill_len=len(prefill), status=MessageStatus.STREAMING,
+            settings_snapshot=snapshot, owner_process=process.PROCESS_ID,
+            owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
+        )

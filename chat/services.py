@@ -9,7 +9,6 @@ May import: Django, chat.models, chat.selectors, chat.crypto.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,8 +19,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.http import Http404
 from django.utils import timezone
 
+from chat import process, selectors
 from chat.models import (
     SIMULATOR_BASE_URL,
     ApiStyle,
@@ -33,10 +34,8 @@ from chat.models import (
     MessageStatus,
 )
 
-PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-# This process's channel-layer channel (set by chat.cluster when a Redis layer is in use);
-# stored on the rows it streams so other processes can ask it for snapshots and send Stop.
-OWNER_CHANNEL = ""
+# This process's identity (owner of the turns it streams): chat.process.
+PROCESS_ID = process.PROCESS_ID
 
 # Vendor presets: name -> (base URL, API style). The simulator is added per user.
 PRESETS: dict[str, tuple[str, str]] = {
@@ -224,13 +223,7 @@ def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 
 
-def title_from_message(text: str, limit: int = 60) -> str:
-    """A conversation title from the first user message: first line, at most ``limit`` chars."""
-    line = " ".join(text.strip().split())
-    if len(line) <= limit:
-        return line or "Untitled"
-    cut = line[:limit].rsplit(" ", 1)[0]
-    return (cut or line[:limit]) + "…"
+title_from_message = selectors.title_from_message
 
 
 # ---- turns -------------------------------------------------------------------------------
@@ -246,15 +239,35 @@ class TurnStarted:
 
 
 def _snapshot(endpoint: Endpoint, model: str, system_prompt: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "endpoint_id": endpoint.pk,
-        "endpoint_name": endpoint.name,
-        "api_style": endpoint.api_style,
-        "base_url": endpoint.base_url,
-        "model": model,
-        "system_prompt": system_prompt,
-        "params": params,
-    }
+    return endpoint.settings_snapshot(model, system_prompt, params)
+
+
+class TurnCommitRefused(Exception):
+    """The plan's rows could not be written: a repeated turn id, or an attachment that is no
+    longer the user's to send. Nothing was written."""
+
+
+def turn_commit(*, plan: Any) -> None:
+    """Write a :class:`chat.selectors.TurnPlan` in one transaction: one INSERT of its rows, one
+    UPDATE of the conversation (settings, title, leaf, ``updated_at``) and, when the plan has
+    attachments, one UPDATE linking them to the user message.
+
+    Raises TurnCommitRefused (and writes nothing) on a repeated turn id or when an attachment
+    was sent meanwhile.
+    """
+    try:
+        with transaction.atomic():
+            Message.objects.bulk_create(list(plan.rows))
+            Conversation.objects.filter(pk=plan.conversation_id).update(**plan.conversation_fields)
+            if plan.attachment_ids:
+                user_message = plan.user_message
+                linked = Attachment.objects.filter(
+                    pk__in=plan.attachment_ids, owner_id=plan.user_id, message__isnull=True
+                ).update(message=user_message)
+                if linked != len(plan.attachment_ids):
+                    raise TurnCommitRefused("An attachment is missing or was sent already; attach it again.")
+    except IntegrityError as exc:
+        raise TurnCommitRefused("This message was sent already.") from exc
 
 
 def turn_start(
@@ -268,40 +281,28 @@ def turn_start(
     system_prompt: str,
     params: dict[str, Any],
     role: str = "user",
-    replaces_user: Message | None = None,
 ) -> TurnStarted:
-    """Write a turn's rows and the conversation's settings in one transaction.
+    """Write a turn's rows and the conversation's settings in one transaction, without a plan
+    (fixtures, imports; the chat plans its turns in ``chat.selectors.turn_plan_*``).
 
     ``role="user"``: a user message with ``content`` and its streaming answer. ``role=
     "assistant"``: only a streaming answer whose text starts with ``content`` (a prefill).
-    ``replaces_user``: an edited user message; the new one becomes its sibling (a branch).
-
-    Two writing statements: one INSERT for the rows (UUID keys made here), one UPDATE of the
-    conversation's settings, title (first message), ``current_leaf`` and ``updated_at``. With
-    the final :func:`message_complete` a turn costs 3 writes plus its partial saves. A repeated
+    Two writing statements: one INSERT for the rows, one UPDATE of the conversation. A repeated
     ``turn_id`` returns ``created=False`` and writes nothing.
     """
-    lane = conversation.lanes.order_by("position").first()
+    lane_id = conversation.lanes.order_by("position").values_list("id", flat=True).first()
     now = timezone.now()
     rows: list[Message] = []
     user_msg = None
+    answer_parent = parent_id
     if role == "user":
-        user_msg = Message(
-            id=uuid.uuid4(), conversation=conversation, lane=None,
-            parent_id=replaces_user.parent_id if replaces_user else parent_id, role="user",
-            turn_id=turn_id, content=content, status=MessageStatus.COMPLETE, created_at=now,
-        )
+        user_msg = Message.new_user(conversation=conversation, parent_id=parent_id, turn_id=turn_id,
+                                    content=content, created_at=now)
         rows.append(user_msg)
-        prefill = ""
         answer_parent = user_msg.id
-    else:
-        prefill = content
-        answer_parent = parent_id
-    assistant = Message(
-        id=uuid.uuid4(), conversation=conversation, lane=lane, parent_id=answer_parent, role="assistant",
-        turn_id=turn_id, content=prefill, prefill_len=len(prefill), status=MessageStatus.STREAMING,
-        settings_snapshot=_snapshot(endpoint, model, system_prompt, params),
-        owner_process=PROCESS_ID, owner_channel=OWNER_CHANNEL, heartbeat_at=now,
+    assistant = Message.new_answer(
+        conversation=conversation, lane_id=lane_id, parent_id=answer_parent, turn_id=turn_id,
+        snapshot=_snapshot(endpoint, model, system_prompt, params), prefill="" if role == "user" else content,
         created_at=now + timedelta(microseconds=1),
     )
     rows.append(assistant)
@@ -318,55 +319,6 @@ def turn_start(
     except IntegrityError:
         return TurnStarted(None, (), created=False)
     return TurnStarted(user_msg.id if user_msg else None, (assistant.id,), created=True)
-
-
-def turn_regenerate(*, message: Message, prefill: str = "") -> Message:
-    """A new streaming answer beside ``message`` (same parent), made with the conversation's
-    current settings; ``prefill`` starts its text (``Continue`` passes the old answer).
-    Two writing statements (INSERT, conversation UPDATE)."""
-    conversation = message.conversation
-    endpoint = conversation.endpoint
-    snapshot = dict(message.settings_snapshot)
-    if endpoint is not None:
-        snapshot = _snapshot(endpoint, conversation.model, conversation.system_prompt, conversation.params)
-    now = timezone.now()
-    new = Message(
-        id=uuid.uuid4(), conversation=conversation, lane=message.lane, parent_id=message.parent_id,
-        role="assistant", turn_id=uuid.uuid4(), content=prefill, prefill_len=len(prefill),
-        status=MessageStatus.STREAMING, settings_snapshot=snapshot, owner_process=PROCESS_ID,
-        owner_channel=OWNER_CHANNEL, heartbeat_at=now, created_at=now,
-    )
-    with transaction.atomic():
-        Message.objects.bulk_create([new])
-        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now, current_leaf_id=new.id)
-    return new
-
-
-turn_retry = turn_regenerate
-
-
-def turn_tool_result(*, message: Message, tool_call_id: str, content: str) -> tuple[Message, Message]:
-    """The user's tool result (role ``tool``) after ``message``'s tool call, and the streaming
-    answer that continues the turn. One INSERT (both rows) and the conversation UPDATE."""
-    conversation = message.conversation
-    endpoint = conversation.endpoint
-    now = timezone.now()
-    tool_msg = Message(
-        id=uuid.uuid4(), conversation=conversation, parent_id=message.pk, role="tool", turn_id=uuid.uuid4(),
-        content=content, tool_call_id=tool_call_id, status=MessageStatus.COMPLETE, created_at=now,
-    )
-    assistant = Message(
-        id=uuid.uuid4(), conversation=conversation, lane=message.lane, parent_id=tool_msg.id, role="assistant",
-        turn_id=tool_msg.turn_id, status=MessageStatus.STREAMING,
-        settings_snapshot=_snapshot(endpoint, conversation.model, conversation.system_prompt, conversation.params)
-        if endpoint else message.settings_snapshot,
-        owner_process=PROCESS_ID, owner_channel=OWNER_CHANNEL, heartbeat_at=now,
-        created_at=now + timedelta(microseconds=1),
-    )
-    with transaction.atomic():
-        Message.objects.bulk_create([tool_msg, assistant])
-        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now, current_leaf_id=assistant.id)
-    return tool_msg, assistant
 
 
 def message_append(*, conversation: Conversation, role: str, content: str, parent_id: uuid.UUID | None) -> Message:
@@ -386,6 +338,40 @@ def message_append(*, conversation: Conversation, role: str, content: str, paren
             fields["title"] = title_from_message(content)
         Conversation.objects.filter(pk=conversation.pk).update(**fields)
     return m
+
+
+def message_append_to_conversation(*, user: AbstractBaseUser, conversation_id: int, role: str, content: str) -> Message:
+    """:func:`message_append` after the current leaf of the user's conversation. Raises Http404."""
+    conversation = selectors.conversation_get_for_user(user=user, conversation_id=conversation_id)
+    thread = selectors.conversation_thread(conversation=conversation)
+    return message_append(conversation=conversation, role=role, content=content,
+                          parent_id=thread[-1].pk if thread else None)
+
+
+def message_edit_for_user(*, user: AbstractBaseUser, conversation_id: int, message_id: uuid.UUID, content: str) -> Message:
+    """:func:`message_edit` of a message of the user's conversation. Raises ValueError (no such
+    message, or still streaming)."""
+    m = selectors.message_in_conversation(user=user, conversation_id=conversation_id, message_id=message_id)
+    if m is None:
+        raise ValueError("Not edited: no such message.")
+    return message_edit(message=m, content=content)
+
+
+def conversation_select_for_user(*, user: AbstractBaseUser, conversation_id: int, message_id: uuid.UUID) -> None:
+    """Follow ``message_id``'s branch in the user's conversation. Raises Http404."""
+    m = selectors.message_in_conversation(user=user, conversation_id=conversation_id, message_id=message_id)
+    if m is None:
+        raise Http404("No such message")
+    conversation_select(conversation=m.conversation, message=m)
+
+
+def message_delete_for_user(*, user: AbstractBaseUser, conversation_id: int, message_id: uuid.UUID) -> None:
+    """Delete a message (and its subtree) of the user's conversation. Raises Http404, or
+    ValueError while it streams."""
+    m = selectors.message_in_conversation(user=user, conversation_id=conversation_id, message_id=message_id)
+    if m is None:
+        raise Http404("No such message")
+    message_delete(message=m)
 
 
 def message_edit(*, message: Message, content: str) -> Message:
@@ -508,6 +494,21 @@ def message_complete(
     return bool(updated)
 
 
+def message_fail(*, message_id: uuid.UUID, error: dict[str, Any], content: str, reasoning: str) -> bool:
+    """Last resort after a failed final write: store status ``error`` with ``error`` and the
+    text (made encodable: anything UTF-8 cannot carry becomes U+FFFD), only while the row is
+    ``streaming``. One UPDATE."""
+    def clean(text: str) -> str:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+    return bool(
+        Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+            status=MessageStatus.ERROR, error=error, content=clean(content), reasoning=clean(reasoning),
+            heartbeat_at=timezone.now(),
+        )
+    )
+
+
 def messages_mark_interrupted(
     *,
     stale_after_s: float = 10.0,
@@ -527,8 +528,8 @@ def messages_mark_interrupted(
     # This process's rows: dead when not running here, after a short grace (a turn's rows are
     # written a moment before it is registered, so a tab connecting in between must not mark it).
     grace = timezone.now() - timedelta(seconds=min(stale_after_s, 5.0))
-    mine_dead = Q(owner_process=PROCESS_ID) & ~Q(pk__in=list(live_ids)) & Q(heartbeat_at__lt=grace)
-    theirs_stale = ~Q(owner_process=PROCESS_ID) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+    mine_dead = Q(owner_process=process.PROCESS_ID) & ~Q(pk__in=list(live_ids)) & Q(heartbeat_at__lt=grace)
+    theirs_stale = ~Q(owner_process=process.PROCESS_ID) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
     dead = qs.filter(mine_dead | theirs_stale)
     if not dead.exists():  # the usual case: a read, not a write
         return 0

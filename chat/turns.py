@@ -1,16 +1,23 @@
 """The turn runner: one server-side task per assistant message, outside any consumer.
 
 A turn reads the upstream through an adapter (``chat.providers``), keeps the answer and the
-reasoning as growing strings in memory, publishes coalesced frames to subscribers (the first
-token at once, then at most one frame per ``PLAYGROUND_FRAME_INTERVAL_S``), saves partial text
-about every ``PLAYGROUND_PARTIAL_SAVE_S`` without awaiting it on the token path (the heartbeat),
-and writes the final row once. Closing a tab does not stop a turn; Stop, an error or the end do.
+reasoning in memory (pieces appended per token, joined once per frame), publishes coalesced
+frames to subscribers (the first token at once, then at most one frame per
+``PLAYGROUND_FRAME_INTERVAL_S``, timed on the runner's clock from the token path, no task per
+turn for it), saves partial text about every ``PLAYGROUND_PARTIAL_SAVE_S`` through the writer
+thread without ever awaiting it on the token path (the heartbeat), and writes the final row
+once. Closing a tab does not stop a turn; Stop, an error, a limit or the end do.
+
+The finishing path is exception-safe: whatever fails (a final write, a render, a schema check),
+the turn ends with a stored terminal status, its admission slot freed and a final frame sent.
 
 A per-process :data:`registry` holds strong references to running turns; subscribing takes a
 snapshot and registers a cursor in one synchronous step, so nothing is missed or doubled.
+:class:`Admission` bounds running turns per process and per user; turns beyond a limit wait in
+a FIFO queue and say their position.
 
-May import: Django (settings, db via database_sync_to_async), chat.services, chat.frames,
-chat.metrics, chat.providers.
+May import: Django (settings), chat.db, chat.services, chat.frames, chat.metrics, chat.cluster,
+chat.textsafety, chat.providers.
 """
 
 from __future__ import annotations
@@ -20,14 +27,14 @@ import json
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
-from chat import frames, services
+from chat import db, frames, services
 from chat.cluster import cluster, conversation_group, user_group
 from chat.metrics import Clock, TurnClock, compute_metrics, usage_dict
 from chat.providers import get_adapter
@@ -47,7 +54,10 @@ from chat.providers.base import (
     Usage,
     scrub,
 )
+from chat.providers.errors import secret_variants
 from chat.providers.http import get_client
+from chat.rendering import StreamedBlocks
+from chat.textsafety import SecretFilter, finite, safe_json_loads, valid_text
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +72,9 @@ StreamFn = Callable[[EndpointConfig, ChatRequest], AsyncIterator[Any]]
 class TurnSpec:
     """Everything a turn needs, resolved before it starts (secrets only in memory).
 
-    Prices in USD per million tokens, from the endpoint's cached ``/models`` metadata.
+    Prices in USD per million tokens, from the endpoint's cached ``/models`` metadata. ``plan``:
+    a :class:`chat.planning.TurnPlan` whose rows the runner commits (through the writer thread)
+    while the upstream request is already on its way; None when the rows exist already.
     """
 
     message_id: uuid.UUID
@@ -75,6 +87,11 @@ class TurnSpec:
     prefill: str = ""  # text the answer starts with (a prefill, or Continue's old answer)
     turn_id: uuid.UUID | None = None
     conversation_title: str = ""
+    lane_id: int | None = None
+    plan: Any = None
+
+    def __repr__(self) -> str:  # the config holds secrets
+        return f"TurnSpec(message_id={self.message_id!s}, conversation_id={self.conversation_id})"
 
 
 class Subscriber:
@@ -95,35 +112,84 @@ class Subscriber:
         return f"Subscriber(user={self.user_id})"
 
 
+class _Text:
+    """A growing string: pieces appended per token, joined once when read."""
+
+    __slots__ = ("_joined", "_pending", "length")
+
+    def __init__(self, initial: str = "") -> None:
+        self._joined = initial
+        self._pending: list[str] = []
+        self.length = len(initial)
+
+    def append(self, piece: str) -> None:
+        self._pending.append(piece)
+        self.length += len(piece)
+
+    @property
+    def value(self) -> str:
+        if self._pending:
+            self._joined += "".join(self._pending)
+            self._pending.clear()
+        return self._joined
+
+    def set(self, value: str) -> None:
+        self._joined = value
+        self._pending.clear()
+        self.length = len(value)
+
+
 @dataclass
 class LiveTurn:
     """The in-memory state of one running assistant message."""
 
     spec: TurnSpec
     started_at: float = field(default_factory=time.time)
-    text: str = ""
-    reasoning: str = ""
     status: str = "streaming"
     finish_reason: str = ""
     usage: Usage | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] = field(default_factory=dict)
-    tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     reasoning_signature: str = ""
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     subscribers: set[Subscriber] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
     stop_requested: bool = False
+    shutdown: bool = False
+    refused: str = ""
+    queue_position: int = 0
     frames_sent: int = 0
-    bytes_sent: int = 0
+    chars_sent: int = 0
     partial_saves: int = 0
     snapshot_meta: dict[str, Any] = field(default_factory=dict)
-    _dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    _text: _Text = field(default_factory=_Text)
+    _reasoning: _Text = field(default_factory=_Text)
+    blocks: dict[str, StreamedBlocks] = field(
+        default_factory=lambda: {"text": StreamedBlocks(), "reasoning": StreamedBlocks()}
+    )
+    k: str = ""
     _done: bool = False
 
     @property
     def message_id(self) -> uuid.UUID:
         return self.spec.message_id
+
+    @property
+    def text(self) -> str:
+        return self._text.value
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text.set(value)
+
+    @property
+    def reasoning(self) -> str:
+        return self._reasoning.value
+
+    @reasoning.setter
+    def reasoning(self, value: str) -> None:
+        self._reasoning.set(value)
 
     def view(self) -> frames.MessageView:
         """The message as it stands now (for snapshot frames and mid-turn page loads)."""
@@ -137,7 +203,8 @@ class LiveTurn:
             usage=usage_dict(self.usage), metrics=self.metrics, error=self.error,
             snapshot=self.snapshot_meta, started_at=self.started_at,
             conversation_id=self.spec.conversation_id, prefill_len=len(self.spec.prefill),
-            turn_id=self.spec.turn_id,
+            turn_id=self.spec.turn_id, queue_position=self.queue_position,
+            live_blocks={kind: (list(b.html), b.upto) for kind, b in self.blocks.items()},
         )
 
     def subscribe(self, sub: Subscriber) -> str:
@@ -146,10 +213,93 @@ class LiveTurn:
         Synchronous on purpose: no await between taking the snapshot and registering, so a
         subscriber sees every character exactly once.
         """
-        sub.cursors[(self.message_id, "text")] = len(self.text)
-        sub.cursors[(self.message_id, "reasoning")] = len(self.reasoning)
+        mid = self.message_id
+        sub.cursors[(mid, "text")] = self._text.length
+        sub.cursors[(mid, "reasoning")] = self._reasoning.length
+        for kind, done in self.blocks.items():
+            sub.cursors[(mid, kind + "_b")] = len(done.html)
+            sub.cursors[(mid, kind + "_u")] = done.upto
         self.subscribers.add(sub)
         return frames.snapshot(self.view())
+
+
+class Admission:
+    """Bounds on running turns: at most ``max_running`` per process and ``max_per_user`` per
+    user. A turn over a bound waits in one FIFO queue (its position shown) until a slot frees;
+    a waiting turn whose user is at their bound lets the next user's turn pass. ``max_queue``
+    bounds the queue: :meth:`can_queue` is False beyond it (the action is refused)."""
+
+    def __init__(self, *, max_running: int, max_per_user: int, max_queue: int) -> None:
+        self.max_running = max_running
+        self.max_per_user = max_per_user
+        self.max_queue = max_queue
+        self.running = 0
+        self.by_user: dict[int, int] = {}
+        self.waiting: deque[tuple[LiveTurn, asyncio.Future[None]]] = deque()
+
+    def _fits(self, user_id: int) -> bool:
+        return self.running < self.max_running and self.by_user.get(user_id, 0) < self.max_per_user
+
+    def can_queue(self, user_id: int) -> bool:
+        """Whether a new turn of ``user_id`` may start or wait (False: refuse it)."""
+        return self._fits(user_id) or len(self.waiting) < self.max_queue
+
+    def _take(self, user_id: int) -> None:
+        self.running += 1
+        self.by_user[user_id] = self.by_user.get(user_id, 0) + 1
+
+    async def acquire(self, turn: LiveTurn, on_wait: Callable[[LiveTurn], None]) -> None:
+        """Take a slot for ``turn`` (at once, or after waiting). ``on_wait(turn)`` is called
+        when the turn's queue position changes. Cancellation while waiting leaves the queue."""
+        user_id = turn.spec.user_id
+        if self._fits(user_id) and not any(
+            self._fits(t.spec.user_id) for t, f in self.waiting if not f.done()
+        ):  # nobody waiting could use the slot (they are at their own bound): take it
+            self._take(user_id)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting.append((turn, fut))
+        self._positions(on_wait)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release(user_id, on_wait)  # granted just as it was cancelled
+            else:
+                self.waiting = deque(w for w in self.waiting if w[1] is not fut)
+                self._positions(on_wait)
+            raise
+        turn.queue_position = 0
+
+    def release(self, user_id: int, on_wait: Callable[[LiveTurn], None] | None = None) -> None:
+        """Free a slot of ``user_id`` and start the first waiting turns that now fit."""
+        self.running = max(0, self.running - 1)
+        left = self.by_user.get(user_id, 0) - 1
+        if left > 0:
+            self.by_user[user_id] = left
+        else:
+            self.by_user.pop(user_id, None)
+        granted = False
+        for entry in list(self.waiting):
+            turn, fut = entry
+            if fut.done():
+                self.waiting.remove(entry)
+                continue
+            if self._fits(turn.spec.user_id):
+                self.waiting.remove(entry)
+                self._take(turn.spec.user_id)
+                fut.set_result(None)
+                granted = True
+            if self.running >= self.max_running:
+                break
+        if granted and on_wait is not None:
+            self._positions(on_wait)
+
+    def _positions(self, on_wait: Callable[[LiveTurn], None]) -> None:
+        for i, (turn, _) in enumerate(self.waiting, 1):
+            if turn.queue_position != i:
+                turn.queue_position = i
+                on_wait(turn)
 
 
 class TurnRegistry:
@@ -159,6 +309,11 @@ class TurnRegistry:
         self.turns: dict[uuid.UUID, LiveTurn] = {}
         self.watchers: dict[int, set[Subscriber]] = {}
         self.by_user: dict[int, set[Subscriber]] = {}
+        self.admission = Admission(
+            max_running=settings.PLAYGROUND_MAX_TURNS,
+            max_per_user=settings.PLAYGROUND_MAX_TURNS_PER_USER,
+            max_queue=settings.PLAYGROUND_MAX_QUEUED_TURNS,
+        )
 
     # -- subscribers ------------------------------------------------------------------
     def watch(self, conversation_id: int, sub: Subscriber) -> list[str]:
@@ -186,8 +341,18 @@ class TurnRegistry:
     def running_count(self) -> int:
         return len(self.turns)
 
-    def live_ids(self) -> set[uuid.UUID]:
-        return set(self.turns)
+    def live_ids(self) -> frozenset[uuid.UUID]:
+        return frozenset(self.turns)
+
+    def lane_running(self, conversation_id: int, lane_id: int | None) -> bool:
+        """Whether a turn of this conversation lane runs in this process (one per lane)."""
+        return any(
+            t.spec.conversation_id == conversation_id and (lane_id is None or t.spec.lane_id in (None, lane_id))
+            for t in self.turns.values()
+        )
+
+    def turn_id_running(self, turn_id: uuid.UUID) -> bool:
+        return any(t.spec.turn_id == turn_id for t in self.turns.values())
 
     def tell_user_elsewhere(self, user_id: int, conversation_id: int, frame: str) -> None:
         """Push ``frame`` to the user's sockets that watch other conversations (other tabs)."""
@@ -210,12 +375,17 @@ class TurnRegistry:
         Every watcher of the conversation first gets ``announce`` (the frame that puts the
         message skeleton on the page), then is subscribed at offset 0, in one synchronous step.
         """
-        turn = LiveTurn(spec=spec, snapshot_meta=snapshot_meta or {}, text=spec.prefill)
+        turn = LiveTurn(spec=spec, snapshot_meta=snapshot_meta or {}, k=frames.key(spec.message_id))
+        turn._text.set(spec.prefill)
         for sub in self.watchers.get(spec.conversation_id, ()):
             if announce:
                 sub.push(announce)
-            sub.cursors[(spec.message_id, "text")] = len(turn.text)
+            # The skeleton shows the prefill as open text: its closed blocks come in the first flush.
+            sub.cursors[(spec.message_id, "text")] = turn._text.length
             sub.cursors[(spec.message_id, "reasoning")] = 0
+            for kind in ("text", "reasoning"):
+                sub.cursors[(spec.message_id, kind + "_b")] = 0
+                sub.cursors[(spec.message_id, kind + "_u")] = 0
             turn.subscribers.add(sub)
         self.turns[spec.message_id] = turn
         if announce:
@@ -234,11 +404,22 @@ class TurnRegistry:
             return False
         if turn.stop_requested or turn._done:
             # Already stopping, or already writing its final row: a second cancel would
-            # interrupt the final write and leave the turn registered forever.
+            # interrupt the final write.
             return True
         turn.stop_requested = True
         turn.task.cancel()
         return True
+
+    def snapshot_reply(self, message_id: uuid.UUID) -> dict[str, Any]:
+        """What another process gets when it asks for a turn's snapshot (chat.cluster)."""
+        turn = self.turns.get(message_id)
+        if turn is None:
+            return {"type": "turn.gone", "mid": str(message_id)}
+        return {
+            "type": "turn.snapshot", "mid": str(message_id), "text": turn.text,
+            "reasoning": turn.reasoning, "html": frames.snapshot(turn.view()),
+            "text_blocks": len(turn.blocks["text"].html), "reasoning_blocks": len(turn.blocks["reasoning"].html),
+        }
 
     async def drain(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 - a bound, not a cancel scope
         """Wait for every running turn to end (tests, graceful shutdown)."""
@@ -246,10 +427,14 @@ class TurnRegistry:
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
 
-    async def cancel_all(self) -> None:
-        """Stop every running turn and wait for them to save."""
-        for mid in list(self.turns):
-            self.stop(mid)
+    async def cancel_all(self, *, shutdown: bool = True) -> None:
+        """Stop every running turn and wait for them to save. With ``shutdown`` (the server is
+        going down) they end ``interrupted`` with their text kept, ready to retry."""
+        for turn in list(self.turns.values()):
+            if shutdown:
+                turn.shutdown = True
+            if turn.task is not None and not turn.task.done() and not turn._done:
+                turn.task.cancel()
         await self.drain()
 
     def _forget(self, turn: LiveTurn) -> None:
@@ -257,6 +442,7 @@ class TurnRegistry:
 
 
 registry = TurnRegistry()
+cluster.bind(registry)
 
 
 def _default_stream(config: EndpointConfig, request: ChatRequest) -> AsyncIterator[Any]:
@@ -267,30 +453,31 @@ def _default_stream(config: EndpointConfig, request: ChatRequest) -> AsyncIterat
 def structured_output_check(response_format: dict[str, Any] | None, text: str) -> dict[str, Any] | None:
     """Check an answer against the requested structured output (``json_object`` /
     ``json_schema``): ``{"kind", "valid": bool, "errors": [str, …]}``, or None when none was
-    requested. Uses jsonschema with the schema's own draft."""
+    requested. Uses jsonschema with the schema's own draft, and a linear-time regex engine for
+    ``pattern``/``patternProperties`` (chat.textsafety), so a user's pattern cannot freeze the
+    server. CPU-bound: call it off the event loop."""
     if not response_format or response_format.get("type") not in ("json_object", "json_schema"):
         return None
-    kind = response_format["type"]
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return {"kind": kind, "valid": False, "errors": [f"Not valid JSON: {exc}"]}
-    if kind == "json_object":
-        ok = isinstance(value, dict)
-        return {"kind": kind, "valid": ok, "errors": [] if ok else ["The answer is JSON but not an object."]}
-    import jsonschema
+    from chat.textsafety import schema_errors
 
+    kind = response_format["type"]
+    ok, value, problem = safe_json_loads(text)
+    if not ok:
+        return {"kind": kind, "valid": False, "errors": [f"Not valid JSON: {problem}"]}
+    if kind == "json_object":
+        good = isinstance(value, dict)
+        return {"kind": kind, "valid": good, "errors": [] if good else ["The answer is JSON but not an object."]}
     schema = (response_format.get("json_schema") or {}).get("schema") or {}
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = [
-        f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-        for e in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    ][:20]
+    errors = schema_errors(schema, value)
     return {"kind": kind, "valid": not errors, "errors": errors}
 
 
+def _setting(name: str, default: float) -> float:
+    return float(getattr(settings, name, default))
+
+
 class TurnRunner:
-    """Runs one :class:`LiveTurn`: stream, publish, persist."""
+    """Runs one :class:`LiveTurn`: admission, stream, publish, persist."""
 
     def __init__(
         self,
@@ -304,83 +491,159 @@ class TurnRunner:
     ) -> None:
         self.turn = turn
         self.stream_fn = stream_fn or _default_stream
+        self.clock = clock
         self.tc = TurnClock(clock=clock)
         self.registry = registry
         self.frame_interval_s = (
             settings.PLAYGROUND_FRAME_INTERVAL_S if frame_interval_s is None else frame_interval_s
         )
         self.partial_save_s = settings.PLAYGROUND_PARTIAL_SAVE_S if partial_save_s is None else partial_save_s
+        self.max_answer_chars = int(_setting("PLAYGROUND_MAX_ANSWER_CHARS", 2_000_000))
+        self.max_turn_s = _setting("PLAYGROUND_MAX_TURN_S", 1800.0)
+        self.idle_timeout_s = _setting("PLAYGROUND_IDLE_TIMEOUT_S", 600.0)
         self.raw_events: list[dict[str, str]] = []
-        self._published = (len(turn.text), len(turn.reasoning))
+        self._published = (turn._text.length, turn._reasoning.length, 0, 0)
         self._raw_bytes = 0
-        self._save_task: asyncio.Task[None] | None = None
+        self._last_flush = -1e18
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._save_handle: asyncio.TimerHandle | None = None
+        self._save_future: asyncio.Future[Any] | None = None
+        self._saved = (turn._text.length, turn._reasoning.length)
+        self._commit: asyncio.Future[Any] | None = None
+        self._admitted = False
+        secrets = secret_variants(turn.spec.config.secrets())
+        self._secrets = secrets
+        self._text_filter = SecretFilter(secrets)
+        self._reasoning_filter = SecretFilter(secrets)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._carry: dict[str, str] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            TextDelta: self._on_text, ReasoningDelta: self._on_reasoning, RawEvent: self._on_raw,
+            Usage: self._on_usage, Finish: self._on_finish, ToolCallDelta: self._on_tool_call,
+            ResponseStarted: self._on_started, ReasoningSignature: self._on_signature,
+            LogprobsDelta: self._on_logprobs, ModelOutputError: self._on_model_output_error,
+        }
 
     # -- publishing -------------------------------------------------------------------
-    async def _pump(self) -> None:
-        """Send coalesced delta frames: at once after a quiet period, else one per interval."""
-        turn = self.turn
-        last = -1e9
-        while True:
-            await turn._dirty.wait()
-            wait = last + self.frame_interval_s - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            turn._dirty.clear()
-            last = time.monotonic()
+    def _dirty(self) -> None:
+        """New text: flush at once after a quiet interval, else once the interval is over."""
+        if self._flush_handle is not None or self.turn._done:
+            return
+        wait = self._last_flush + self.frame_interval_s - self.clock()
+        if wait <= 0:
             self._flush()
-            if turn._done:
-                return
+        else:
+            assert self._loop is not None
+            self._flush_handle = self._loop.call_later(wait, self._timed_flush)
 
-    def _flush(self) -> None:
+    def _timed_flush(self) -> None:
+        self._flush_handle = None
+        self._flush()
+
+    def _flush(self, tail: str = "") -> None:
+        """Send each subscriber what it lacks: raw text since its cursor (deltas), then the
+        blocks that closed since (rendered once, here), then ``tail`` (the final frame)."""
         turn = self.turn
+        self._last_flush = self.clock()
+        text, reasoning = turn.text, turn.reasoning
+        blocks = turn.blocks
+        if turn._done:
+            blocks["text"].finish(text)
+            blocks["reasoning"].finish(reasoning)
+        else:
+            blocks["text"].advance(text)
+            blocks["reasoning"].advance(reasoning)
         if cluster.enabled:
-            # Other processes get the same coalesced delta, once per flush, absolute offsets.
-            ps, pr = self._published
-            if ps < len(turn.text) or pr < len(turn.reasoning):
-                cluster.publish(conversation_group(turn.spec.conversation_id), {
-                    "type": "turn.delta", "mid": str(turn.message_id),
-                    "text_start": ps, "text": turn.text[ps:],
-                    "reasoning_start": pr, "reasoning": turn.reasoning[pr:],
-                })
-                self._published = (len(turn.text), len(turn.reasoning))
+            self._publish(text, reasoning)
+        built: dict[tuple[str, int], str] = {}
+        mid, k = turn.message_id, turn.k
         for sub in list(turn.subscribers):
             parts = []
-            for kind, value in (("reasoning", turn.reasoning), ("text", turn.text)):
-                key = (turn.message_id, kind)
-                start = sub.cursors.get(key, 0)
+            for kind, value in (("reasoning", reasoning), ("text", text)):
+                ckey = (mid, kind)
+                start = sub.cursors.get(ckey, 0)
                 if start < len(value):
-                    parts.append(frames.delta(turn.message_id, kind, start, value[start:]))
-                    sub.cursors[key] = len(value)
+                    frame = built.get((kind, start))
+                    if frame is None:
+                        frame = built[(kind, start)] = frames.delta(k, kind, start, value[start:])
+                    parts.append(frame)
+                    sub.cursors[ckey] = len(value)
+                done = blocks[kind]
+                bkey, ukey = (mid, kind + "_b"), (mid, kind + "_u")
+                sent = sub.cursors.get(bkey, 0)
+                if sent < len(done.html) or sub.cursors.get(ukey, 0) < done.upto:
+                    bkind = kind + "_b"
+                    frame = built.get((bkind, sent))
+                    if frame is None:
+                        frame = built[(bkind, sent)] = frames.blocks(k, kind, done.html[sent:], done.upto)
+                    parts.append(frame)
+                    sub.cursors[bkey] = len(done.html)
+                    sub.cursors[ukey] = done.upto
+            if tail:
+                parts.append(tail)
             if parts:
-                self._send(sub, "".join(parts))
+                self._send(sub, parts[0] if len(parts) == 1 else "".join(parts))
+
+    def _publish(self, text: str, reasoning: str) -> None:
+        """Other processes get the same coalesced delta, once per flush, absolute offsets, with
+        the blocks that closed since the last publish."""
+        turn = self.turn
+        ps, pr, pbt, pbr = self._published
+        bt, br = turn.blocks["text"], turn.blocks["reasoning"]
+        if ps < len(text) or pr < len(reasoning) or pbt < len(bt.html) or pbr < len(br.html):
+            cluster.publish(conversation_group(turn.spec.conversation_id), {
+                "type": "turn.delta", "mid": str(turn.message_id),
+                "text_start": ps, "text": text[ps:],
+                "reasoning_start": pr, "reasoning": reasoning[pr:],
+                "text_blocks_start": pbt, "text_blocks": bt.html[pbt:], "text_upto": bt.upto,
+                "reasoning_blocks_start": pbr, "reasoning_blocks": br.html[pbr:], "reasoning_upto": br.upto,
+            })
+            self._published = (len(text), len(reasoning), len(bt.html), len(br.html))
 
     def _send(self, sub: Subscriber, frame: str) -> None:
         try:
             sub.push(frame)
             self.turn.frames_sent += 1
-            self.turn.bytes_sent += len(frame.encode())
+            self.turn.chars_sent += len(frame)
         except Exception:  # a closed socket must not end the turn
             self.turn.subscribers.discard(sub)
 
+    def _broadcast(self, frame: str) -> None:
+        for sub in list(self.turn.subscribers):
+            self._send(sub, frame)
+
+    def _queued(self, turn: LiveTurn) -> None:
+        if turn is self.turn:
+            self._broadcast(frames.queue_position(turn.message_id, turn.queue_position))
+        else:  # another waiting turn's position changed: its own runner's subscribers
+            for sub in list(turn.subscribers):
+                sub.push(frames.queue_position(turn.message_id, turn.queue_position))
+
     # -- persistence ------------------------------------------------------------------
-    async def _saver(self) -> None:
-        """Every ``partial_save_s``: save the text so far (or only the heartbeat when nothing
-        new arrived). Runs beside the token path, never awaited by it; one write at a time."""
+    def _schedule_save(self) -> None:
+        assert self._loop is not None
+        self._save_handle = self._loop.call_later(self.partial_save_s, self._save_tick)
+
+    def _save_tick(self) -> None:
+        """Every ``partial_save_s``: queue a save of the text so far (or only the heartbeat when
+        nothing new arrived) on the writer thread; never awaited by the token path, and at most
+        one in flight per turn."""
         turn = self.turn
-        saved = (len(turn.text), len(turn.reasoning))
-        while True:
-            await asyncio.sleep(self.partial_save_s)
-            if turn._done:
-                return
-            now = (len(turn.text), len(turn.reasoning))
+        if turn._done:
+            return
+        if self._save_future is None or self._save_future.done():
+            now = (turn._text.length, turn._reasoning.length)
             turn.partial_saves += 1
-            if now != saved:
-                saved = now
-                await database_sync_to_async(services.message_save_partial)(
-                    message_id=turn.message_id, content=turn.text, reasoning=turn.reasoning
+            if now != self._saved:
+                self._saved = now
+                self._save_future = db.write_nowait(
+                    services.message_save_partial, message_id=turn.message_id, content=turn.text,
+                    reasoning=turn.reasoning,
                 )
             else:
-                await database_sync_to_async(services.message_heartbeat)(message_id=turn.message_id)
+                self._save_future = db.write_nowait(services.message_heartbeat, message_id=turn.message_id)
+            self._save_future.add_done_callback(_log_failure)
+        self._schedule_save()
 
     def _record_raw(self, ev: RawEvent) -> None:
         if len(self.raw_events) >= MAX_RAW_EVENTS or self._raw_bytes >= MAX_RAW_BYTES:
@@ -388,139 +651,305 @@ class TurnRunner:
         self._raw_bytes += len(ev.data)
         self.raw_events.append({"event": ev.event, "data": ev.data})
 
+    # -- events -----------------------------------------------------------------------
+    def _valid(self, kind: str, text: str) -> str:
+        """Valid Unicode across events: a high surrogate at the end of a piece waits for the
+        low half that may start the next one (a lone one becomes U+FFFD at the end)."""
+        carry = self._carry.get(kind)
+        if carry:
+            text = carry + text
+        if "\ud800" <= text[-1] <= "\udbff":
+            self._carry[kind] = text[-1]
+            text = text[:-1]
+        elif carry:
+            self._carry[kind] = ""
+        return valid_text(text)
+
+    def _on_text(self, ev: TextDelta) -> None:
+        if not ev.text:
+            return
+        self.tc.token(answer=True)
+        piece = self._text_filter.feed(self._valid("text", ev.text))
+        if piece:
+            self.turn._text.append(piece)
+            self._dirty()
+
+    def _on_reasoning(self, ev: ReasoningDelta) -> None:
+        if not ev.text:
+            return
+        self.tc.token(answer=False)
+        piece = self._reasoning_filter.feed(self._valid("reasoning", ev.text))
+        if piece:
+            self.turn._reasoning.append(piece)
+            self._dirty()
+
+    def _on_raw(self, ev: RawEvent) -> None:
+        self.tc.byte()
+        self._record_raw(ev)
+
+    def _on_usage(self, ev: Usage) -> None:
+        self.tc.byte()
+        self.turn.usage = ev
+
+    def _on_finish(self, ev: Finish) -> None:
+        self.tc.byte()
+        self.turn.finish_reason = ev.reason or ""
+
+    def _on_tool_call(self, ev: ToolCallDelta) -> None:
+        self.tc.token(answer=True)
+        call = self.turn.tool_calls.setdefault(ev.index, {"id": "", "name": "", "arguments": ""})
+        call["id"] = ev.id or call["id"]
+        call["name"] = valid_text(ev.name or "") or call["name"]
+        call["arguments"] += scrub(valid_text(ev.arguments), self._secrets)
+
+    def _on_started(self, ev: ResponseStarted) -> None:
+        self.tc.byte()
+        self.turn.metrics["request_id"] = ev.request_id
+
+    def _on_signature(self, ev: ReasoningSignature) -> None:
+        self.turn.reasoning_signature += ev.signature
+
+    def _on_logprobs(self, ev: LogprobsDelta) -> None:
+        turn = self.turn
+        if len(turn.logprobs) < MAX_LOGPROB_TOKENS:
+            turn.logprobs.extend(
+                {"token": valid_text(t.token), "logprob": t.logprob, "top": [[valid_text(a), b] for a, b in t.top]}
+                for t in ev.tokens
+            )
+
+    def _on_model_output_error(self, ev: ModelOutputError) -> None:
+        self.turn.metrics["model_output_error"] = {
+            "message": valid_text(ev.message), "raw_output": scrub(valid_text(ev.raw_output), self._secrets),
+        }
+
+    def _over_limit(self) -> bool:
+        return self.turn._text.length + self.turn._reasoning.length > self.max_answer_chars
+
+    # -- commit -----------------------------------------------------------------------
+    def _on_commit(self, fut: asyncio.Future[Any]) -> None:
+        """The turn's rows could not be written (a repeated send, an attachment gone): the turn
+        ends at once, writes nothing more, and the page is told."""
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is None:
+            return
+        turn = self.turn
+        if isinstance(exc, services.TurnCommitRefused):
+            turn.refused = str(exc)
+        else:
+            log.error("writing the rows of turn %s failed: %s", turn.message_id, type(exc).__name__)
+            turn.refused = "The message could not be saved; nothing was sent. Try again."
+        if turn.task is not None and not turn._done:
+            turn.task.cancel()
+
     # -- the turn ---------------------------------------------------------------------
     async def run(self) -> None:
         turn = self.turn
         spec = turn.spec
-        pump = asyncio.get_running_loop().create_task(self._pump())
-        self._save_task = asyncio.get_running_loop().create_task(self._saver())
+        self._loop = asyncio.get_running_loop()
         status = "complete"
         try:
+            if spec.plan is not None:
+                self._commit = db.write_nowait(services.turn_commit, plan=spec.plan)
+                self._commit.add_done_callback(self._on_commit)
+            self._schedule_save()  # the heartbeat runs while the turn waits for a slot, too
+            await self.registry.admission.acquire(turn, self._queued)
+            self._admitted = True
             # Make the stream (and the loop's HTTP client) before the clock starts: TTFT is
             # measured from the request, not from building a client.
             events = self.stream_fn(spec.config, spec.request)
             self.tc.sent()
-            async for ev in events:
-                if isinstance(ev, TextDelta):
-                    if ev.text:
-                        self.tc.token(answer=True)
-                        turn.text += ev.text
-                        turn._dirty.set()
-                elif isinstance(ev, ReasoningDelta):
-                    if ev.text:
-                        self.tc.token(answer=False)
-                        turn.reasoning += ev.text
-                        turn._dirty.set()
-                elif isinstance(ev, RawEvent):
-                    self.tc.byte()
-                    self._record_raw(ev)
-                elif isinstance(ev, Usage):
-                    self.tc.byte()
-                    turn.usage = ev
-                elif isinstance(ev, Finish):
-                    self.tc.byte()
-                    turn.finish_reason = ev.reason or ""
-                elif isinstance(ev, ToolCallDelta):
-                    self.tc.token(answer=True)
-                    call = turn.tool_calls.setdefault(ev.index, {"id": "", "name": "", "arguments": ""})
-                    call["id"] = ev.id or call["id"]
-                    call["name"] = ev.name or call["name"]
-                    call["arguments"] += ev.arguments
-                elif isinstance(ev, ResponseStarted):
-                    self.tc.byte()
-                    turn.metrics["request_id"] = ev.request_id
-                elif isinstance(ev, ReasoningSignature):
-                    turn.reasoning_signature += ev.signature
-                elif isinstance(ev, LogprobsDelta):
-                    if len(turn.logprobs) < MAX_LOGPROB_TOKENS:
-                        turn.logprobs.extend(
-                            {"token": t.token, "logprob": t.logprob, "top": [list(x) for x in t.top]}
-                            for t in ev.tokens
-                        )
-                elif isinstance(ev, ModelOutputError):
-                    turn.metrics["model_output_error"] = {"message": ev.message, "raw_output": ev.raw_output}
+            handlers = self._handlers
+            loop = self._loop
+            async with asyncio.timeout(self.max_turn_s):
+                async with asyncio.timeout_at(loop.time() + self.idle_timeout_s) as idle:
+                    rearmed = loop.time()
+                    async for ev in events:
+                        handler = handlers.get(type(ev))
+                        if handler is not None:
+                            handler(ev)
+                        now = loop.time()
+                        if now - rearmed > 1.0:
+                            idle.reschedule(now + self.idle_timeout_s)
+                            rearmed = now
+                        if self._over_limit():
+                            raise ProviderError(
+                                f"The answer reached the limit of {self.max_answer_chars:,} characters "
+                                "(PLAYGROUND_MAX_ANSWER_CHARS); the text so far is kept.",
+                                code="limit_exceeded",
+                            )
         except asyncio.CancelledError:
-            if not turn.stop_requested:
+            if turn.refused:
+                status = "refused"
+            elif turn.shutdown or not turn.stop_requested:
                 status = "interrupted"
-                turn.error = {"message": "The server shut down while this answer was streaming.", "code": "interrupted"}
+                turn.error = {"message": "The server shut down while this answer was streaming; the text so far is kept.",
+                              "code": "interrupted"}
             else:
                 status = "stopped"
+        except TimeoutError:
+            status = "error"
+            turn.error = self._timeout_error()
         except ProviderError as exc:
             status = "error"
             turn.error = exc.as_dict()
         except Exception as exc:  # never a traceback to the user, always a stored status
-            log.exception("turn %s failed", spec.message_id)
+            log.error("turn %s failed: %s", spec.message_id, type(exc).__name__, exc_info=True)
             status = "error"
             turn.error = {
                 "message": scrub(f"Internal error: {type(exc).__name__}", spec.config.secrets()),
                 "code": "internal_error",
             }
-        await self._finish(status, pump)
-
-    async def _finish(self, status: str, pump: asyncio.Task[None]) -> None:
-        turn = self.turn
-        turn._done = True  # from here on Stop is a no-op (see TurnRegistry.stop)
-        spec = turn.spec
-        turn.metrics = {
-            **turn.metrics,
-            **compute_metrics(
-                self.tc, turn.usage,
-                prompt_price_per_mtok=spec.prompt_price_per_mtok,
-                completion_price_per_mtok=spec.completion_price_per_mtok,
-            ),
-        }
-        tool_calls = [turn.tool_calls[i] for i in sorted(turn.tool_calls)]
-        check = structured_output_check(spec.request.response_format, turn.text) if status == "complete" else None
-        if check is not None:
-            turn.metrics["schema_check"] = check
-        # Deliver the remaining text before the final frame.
-        turn._done = True
-        turn._dirty.set()
+        finish = asyncio.ensure_future(self._finish(status))
         try:
-            await asyncio.shield(pump)
-        except Exception:  # pragma: no cover
-            pump.cancel()
-        if self._save_task is not None:
-            # A save in flight may land before or after the final write: the final write is
-            # unconditional on text, and partial saves are conditional on ``streaming``.
-            self._save_task.cancel()
+            await asyncio.shield(finish)
+        except asyncio.CancelledError:
+            await finish  # a cancel during finishing (shutdown) must not cut the final write
+
+    def _timeout_error(self) -> dict[str, Any]:
+        elapsed = self.tc.now() - (self.tc.request_sent or self.tc.now())
+        if elapsed >= self.max_turn_s - 1:
+            return {"message": f"The answer took longer than {self.max_turn_s:g} s (PLAYGROUND_MAX_TURN_S); "
+                               "the text so far is kept.", "code": "turn_timeout"}
+        return {"message": f"The endpoint sent nothing for {self.idle_timeout_s:g} s (PLAYGROUND_IDLE_TIMEOUT_S); "
+                           "the text so far is kept.", "code": "idle_timeout"}
+
+    async def _finish(self, status: str) -> None:
+        """End the turn whatever happens: a terminal row, a final frame, the slot freed."""
+        turn = self.turn
+        spec = turn.spec
+        turn._done = True  # from here on Stop is a no-op (see TurnRegistry.stop)
+        for handle in (self._flush_handle, self._save_handle):
+            if handle is not None:
+                handle.cancel()
+        try:
+            if status == "refused":
+                self._end_refused()
+                return
+            status = await self._finish_row(status)
+            await self._send_final(status)
+        except Exception:
+            log.error("finishing turn %s failed", turn.message_id, exc_info=True)
+        finally:
+            self.registry._forget(turn)
+            if self._admitted:
+                self.registry.admission.release(spec.user_id, self._queued)
             try:
-                await self._save_task
-            except (asyncio.CancelledError, Exception):
-                pass
-        inspect = {
-            "request": self._request_for_inspect(),
+                notice = frames.turn_finished_elsewhere(spec.conversation_id, spec.conversation_title, status)
+                self.registry.tell_user_elsewhere(spec.user_id, spec.conversation_id, notice)
+                cluster.publish(user_group(spec.user_id), {
+                    "type": "user.notice", "conversation_id": spec.conversation_id, "html": notice,
+                })
+            except Exception:
+                log.error("notifying the end of turn %s failed", turn.message_id, exc_info=True)
+
+    def _end_refused(self) -> None:
+        turn = self.turn
+        frame = frames.turn_refused(turn.message_id, turn.refused)
+        self._broadcast(frame)
+        cluster.publish(conversation_group(turn.spec.conversation_id), {
+            "type": "turn.final", "mid": str(turn.message_id), "html": frame,
+        })
+
+    async def _finish_row(self, status: str) -> str:
+        """Deliver the last text, compute metrics and checks, write the final row. Returns the
+        status stored (``error`` when the write itself failed)."""
+        turn = self.turn
+        spec = turn.spec
+        for kind, filt, text in (("text", self._text_filter, turn._text),
+                                 ("reasoning", self._reasoning_filter, turn._reasoning)):
+            rest = filt.feed(valid_text(self._carry.pop(kind, ""))) + filt.flush()
+            if rest:
+                text.append(rest)
+        turn.text = valid_text(turn.text)
+        turn.reasoning = valid_text(turn.reasoning)
+        try:
+            turn._done = False  # the last text goes out before the final write and frame
+            self._flush()
+        except Exception:
+            log.error("last flush of turn %s failed", turn.message_id, exc_info=True)
+        finally:
+            turn._done = True
+        try:
+            turn.metrics = {
+                **turn.metrics,
+                **compute_metrics(
+                    self.tc, turn.usage,
+                    prompt_price_per_mtok=spec.prompt_price_per_mtok,
+                    completion_price_per_mtok=spec.completion_price_per_mtok,
+                ),
+            }
+            if status == "complete" and spec.request.response_format and not turn.tool_calls:
+                check = await asyncio.to_thread(structured_output_check, spec.request.response_format, turn.text)
+                if check is not None:
+                    turn.metrics["schema_check"] = check
+        except Exception as exc:
+            log.error("metrics of turn %s failed: %s", turn.message_id, type(exc).__name__)
+        inspect = self._inspect()
+        tool_calls = [turn.tool_calls[i] for i in sorted(turn.tool_calls)]
+        turn.status = status
+        try:
+            await db.write(
+                services.message_complete,
+                message_id=turn.message_id, status=status, content=turn.text,
+                reasoning=turn.reasoning, finish_reason=turn.finish_reason,
+                usage=finite(usage_dict(turn.usage)), usage_raw=finite(turn.usage.raw if turn.usage else {}),
+                metrics=finite(turn.metrics), error=finite(turn.error), inspect=finite(inspect),
+                tool_calls=finite(tool_calls), reasoning_signature=turn.reasoning_signature,
+                logprobs=finite(turn.logprobs),
+            )
+        except Exception as exc:
+            log.error("final write of turn %s failed: %s", turn.message_id, type(exc).__name__)
+            status = turn.status = "error"
+            turn.error = {
+                "message": f"The answer could not be saved ({type(exc).__name__}); the text shown is what arrived.",
+                "code": "save_failed",
+            }
+            try:
+                await db.write(services.message_fail, message_id=turn.message_id, error=turn.error,
+                               content=turn.text, reasoning=turn.reasoning)
+            except Exception as exc2:
+                log.error("saving the failure of turn %s failed: %s", turn.message_id, type(exc2).__name__)
+        return status
+
+    async def _send_final(self, status: str) -> None:
+        """The last blocks and the final frame (head and foot; rendered off the loop), in one
+        message per subscriber; the whole message for other processes."""
+        turn = self.turn
+        try:
+            await asyncio.to_thread(self._close_blocks)
+            view = turn.view()
+            frame, full = await asyncio.to_thread(lambda: (frames.final(view), frames.final_full(view)))
+        except Exception:
+            log.error("rendering the final frame of turn %s failed", turn.message_id, exc_info=True)
+            view = turn.view()
+            view.live_blocks = None
+            frame = full = frames.final_fallback(view)
+            turn.blocks = {"text": StreamedBlocks(), "reasoning": StreamedBlocks()}
+        self._flush(tail=frame)
+        cluster.publish(conversation_group(turn.spec.conversation_id), {
+            "type": "turn.final", "mid": str(turn.message_id), "html": full,
+        })
+
+    def _close_blocks(self) -> None:
+        turn = self.turn
+        turn.blocks["text"].finish(turn.text)
+        turn.blocks["reasoning"].finish(turn.reasoning)
+
+    def _inspect(self) -> dict[str, Any]:
+        turn = self.turn
+        try:
+            request = self._request_for_inspect()
+        except Exception:
+            request = {}
+        return {
+            "request": request,
             "events": self.raw_events,
             "events_truncated": len(self.raw_events) >= MAX_RAW_EVENTS or self._raw_bytes >= MAX_RAW_BYTES,
             "frames_sent": turn.frames_sent,
             "partial_saves": turn.partial_saves,
         }
-        turn.status = status
-        try:
-            await asyncio.shield(
-                database_sync_to_async(services.message_complete)(
-                    message_id=turn.message_id, status=status, content=turn.text,
-                    reasoning=turn.reasoning, finish_reason=turn.finish_reason,
-                    usage=usage_dict(turn.usage), usage_raw=turn.usage.raw if turn.usage else {},
-                    metrics=turn.metrics, error=turn.error, inspect=inspect,
-                    tool_calls=tool_calls, reasoning_signature=turn.reasoning_signature,
-                    logprobs=turn.logprobs,
-                )
-            )
-        except Exception:
-            log.exception("final write of turn %s failed", turn.message_id)
-        frame = frames.final(turn.view())
-        for sub in list(turn.subscribers):
-            self._send(sub, frame)
-        self.registry._forget(turn)
-        notice = frames.turn_finished_elsewhere(spec.conversation_id, spec.conversation_title, status)
-        self.registry.tell_user_elsewhere(spec.user_id, spec.conversation_id, notice)
-        cluster.publish(conversation_group(spec.conversation_id), {
-            "type": "turn.final", "mid": str(turn.message_id), "html": frame,
-        })
-        cluster.publish(user_group(spec.user_id), {
-            "type": "user.notice", "conversation_id": spec.conversation_id, "html": notice,
-        })
 
     def _request_for_inspect(self) -> dict[str, Any]:
         spec = self.turn.spec
@@ -528,5 +957,21 @@ class TurnRunner:
         url, headers, body = adapter.build_request(spec.config, spec.request)
         secret_names = {"authorization", "x-api-key", *(h.lower() for h in spec.config.extra_headers)}
         safe_headers = {k: ("[REDACTED]" if k.lower() in secret_names else v) for k, v in headers.items()}
-        text = json.dumps({"url": url, "headers": safe_headers, "body": body})
-        return json.loads(scrub(text, spec.config.secrets()))
+        text = json.dumps({"url": url, "headers": safe_headers, "body": _truncate_media(body)})
+        return json.loads(scrub(text, self._secrets))
+
+
+def _truncate_media(body: Any, limit: int = 256) -> Any:
+    """The request body for Inspect with long strings (base64 media) cut to ``limit`` chars."""
+    if isinstance(body, dict):
+        return {k: _truncate_media(v, limit) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_truncate_media(v, limit) for v in body]
+    if isinstance(body, str) and len(body) > 4096 and (body.startswith("data:") or " " not in body[:200]):
+        return body[:limit] + f"… ({len(body):,} characters)"
+    return body
+
+
+def _log_failure(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("partial save failed: %s", type(fut.exception()).__name__)

@@ -26,13 +26,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
-from chat import forms, selectors, services
-from chat.consumers import thread_views
+from chat import forms, frames, selectors, services
 from chat.middleware import reset_cache, users_exist
 from chat.models import SiteSettings
 from chat.providers import get_adapter
 from chat.providers.base import EndpointConfig, ProviderError
 from chat.providers.http import get_client
+from chat.turns import registry
 
 # ---- accounts ------------------------------------------------------------------------------
 
@@ -253,7 +253,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     params = forms.ParamsForm(initial={
         **conv.params, "stop": "\n".join(conv.params.get("stop", []) or []),
     })
-    thread = thread_views(conv)
+    thread = frames.thread_views(selectors.conversation_thread_for_display(conversation=conv), registry.live_view)
     return render(
         request, "chat/conversation.html",
         {
@@ -324,6 +324,26 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
     services.conversation_delete(conversation=conv)
     return redirect("chat:home")
+
+
+@require_GET
+def message_raw(request: HttpRequest, message_id: str) -> HttpResponse:
+    """A message's text as sent or received (markdown source), for Copy: on demand, so frames
+    and pages carry the answer once."""
+    message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    live = registry.live_view(message.id) if message.status == "streaming" else None
+    response = HttpResponse((live or message).content, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_GET
+def message_edit_form(request: HttpRequest, message_id: str) -> HttpResponse:
+    """The in-place editor of a finished message (its text on demand)."""
+    message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    if message.status == "streaming":
+        return HttpResponse(status=204)
+    return render(request, "chat/message.html#editor", {"m": frames.MessageView.from_row(message)})
 
 
 @require_GET
@@ -426,34 +446,41 @@ def attachment_get(request: HttpRequest, attachment_id: str) -> HttpResponse:
 
 
 def conversation_code(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """The next request of this conversation (current settings from the composer, plus the text
-    in the box as the next user message) as curl, Python and JavaScript; secrets as env vars."""
+    """The next request of this conversation (the settings panel's values, plus the text in the
+    box as the next message) as curl, Python and JavaScript; secrets as env vars. The same
+    settings path as every action that starts a turn (``selectors.turn_preview_request``)."""
     from chat.codegen import snippets
-    from chat.consumers import history, make_request
 
     conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
     data = request.GET
-    endpoint = conv.endpoint
-    if data.get("endpoint_id"):
-        endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data["endpoint_id"])
-    if endpoint is None:
-        return render(request, "chat/code.html#problem", {"no_endpoint": True})
-    form = forms.ParamsForm(data)
-    if not form.is_valid():
-        return render(request, "chat/code.html#problem", {"errors": form.errors})
-    thread = selectors.conversation_thread(conversation=conv)
-    messages = history(thread)
-    if data.get("content", "").strip():
-        from chat.providers.base import ChatMessage
-
-        messages += (ChatMessage(data.get("role") or "user", data["content"]),)
-    request_obj = make_request(
-        api_style=endpoint.api_style, model=data.get("model") or conv.model,
-        system=data.get("system_prompt", conv.system_prompt), stored=form.params(), messages=messages,
-    )
+    if any(k in data for k in (*forms.PARAM_FIELDS, *forms.OPTION_FIELDS, "model", "endpoint_id", "system_prompt")):
+        # The panel's values, what it did not send taken from the conversation.
+        data = data.copy()
+        for key, value in (("endpoint_id", conv.endpoint_id), ("model", conv.model), ("system_prompt", conv.system_prompt)):
+            if key not in data and value is not None:
+                data[key] = value
+        style = None
+        try:
+            style = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
+        except Http404:
+            pass
+        form = forms.TurnSettingsForm(data, api_style=style)
+        if not form.is_valid():
+            return render(request, "chat/code.html#problem", {"errors": form.errors})
+        c = form.cleaned_data
+        next_settings = selectors.NextTurnSettings(c["endpoint_id"], c["model"], c.get("system_prompt") or "", form.params())
+    else:
+        next_settings = selectors.NextTurnSettings.of_conversation(conv)
+    try:
+        endpoint, request_obj = selectors.turn_preview_request(
+            user=request.user, conversation_id=conv.pk, settings=next_settings,
+            draft=data.get("content", ""), role=data.get("role") or "user",
+        )
+    except selectors.TurnRefused as refusal:
+        return render(request, "chat/code.html#problem", {"refusal": refusal.message})
     config = EndpointConfig(
         base_url=endpoint_base_url_for_request(request, endpoint.base_url),
-        api_key=endpoint.get_api_key() and "x", extra_headers={k: "x" for k in endpoint.get_extra_headers()},
+        api_key=endpoint.api_key and "x", extra_headers={k: "x" for k in endpoint.extra_headers},
         api_style=endpoint.api_style, stream_options=endpoint.stream_options,
     )
     s = snippets(config, request_obj, endpoint_name=endpoint.name)

@@ -174,6 +174,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db.setdefault("OPTIONS", {}).update(
         {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
     )
+    # Persistent connections (one per thread: the sync-view thread, the readers, the writer):
+    # opening a SQLite connection per call cost a third of the database thread's CPU.
+    if "CONN_MAX_AGE" not in _db or _db["CONN_MAX_AGE"] == 0:
+        _db["CONN_MAX_AGE"] = None
+    _db["CONN_HEALTH_CHECKS"] = True
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     # psycopg's pool, not CONN_MAX_AGE (persistent connections leak under ASGI).
     _db["CONN_MAX_AGE"] = 0
@@ -307,9 +312,20 @@ PLAYGROUND_ORPHAN_ATTACHMENT_HOURS = env.float("PLAYGROUND_ORPHAN_ATTACHMENT_HOU
 # Largest websocket message, bytes: the browser checks before sending, and daphne's
 # --websocket_max_message_size in `make run` must be the same (Makefile WS_MAX_MESSAGE_BYTES).
 PLAYGROUND_WS_MAX_MESSAGE_BYTES = env.int("PLAYGROUND_WS_MAX_MESSAGE_BYTES", default=1024 * 1024)
-# Concurrent turns per process; above it a send is refused with "busy, try again".
-# (At most the HTTP client's connection pool, chat/providers/http.py: 100.)
+# Admission control (chat/turns.py Admission): running turns per process and per user; turns
+# over a bound wait in a FIFO queue (position shown) of at most PLAYGROUND_MAX_QUEUED_TURNS,
+# beyond which an action is refused with a clear message. The process default sits below the
+# relay's measured knee (README, "Relay benchmark").
 PLAYGROUND_MAX_TURNS = env.int("PLAYGROUND_MAX_TURNS", default=100)
+PLAYGROUND_MAX_TURNS_PER_USER = env.int("PLAYGROUND_MAX_TURNS_PER_USER", default=20)
+PLAYGROUND_MAX_QUEUED_TURNS = env.int("PLAYGROUND_MAX_QUEUED_TURNS", default=500)
+# Limits of one turn: its duration, the longest silence of its upstream, and its answer size
+# (text + reasoning, characters); past one the turn ends with a clear error, its text kept.
+PLAYGROUND_MAX_TURN_S = env.float("PLAYGROUND_MAX_TURN_S", default=1800.0)
+PLAYGROUND_IDLE_TIMEOUT_S = env.float("PLAYGROUND_IDLE_TIMEOUT_S", default=600.0)
+PLAYGROUND_MAX_ANSWER_CHARS = env.int("PLAYGROUND_MAX_ANSWER_CHARS", default=2_000_000)
+# Reader threads for turn plans (chat/db.py); writes go through one writer thread.
+PLAYGROUND_DB_READERS = env.int("PLAYGROUND_DB_READERS", default=4)
 
 LOGGING = {
     "version": 1,

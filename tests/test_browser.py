@@ -125,10 +125,13 @@ def test_upstream_429_is_shown_clearly_and_the_message_stays(server, page) -> No
     pg.fill("#content", "")
     pg.wait_for_function("() => !document.querySelector('.msg-assistant button.retry').disabled", timeout=12_000)
     pg.evaluate("document.querySelector('#model').dispatchEvent(new Event('change'))")
-    # Retry uses the conversation's saved settings: the failing model. It fails again, still clear.
+    # Retry uses the settings panel (issue 7 item 7): now the healthy model, so it succeeds.
     retry.click()
-    pg.wait_for_selector(f"{ASSISTANT}.status-error .error-box")
+    pg.wait_for_selector(f"{ASSISTANT}.status-complete")
     assert pg.locator(ASSISTANT).count() == 1  # the retry replaced the failed answer in place
+    assert "2/2" in pg.inner_text(f"{ASSISTANT} .siblings")
+    sent = [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")]
+    assert sent[-1]["body"]["model"] == "sim-fast?ttft_ms=5&delay_ms=1&length=10"
 
 
 def test_stop_keeps_the_partial_answer(server, page) -> None:  # noqa: ANN001

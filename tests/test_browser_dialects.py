@@ -102,12 +102,13 @@ def test_view_code_shows_env_vars_and_copies(server, page) -> None:  # noqa: ANN
     pg.wait_for_selector("#code-dialog[open] #snippet-curl")
     curl = pg.inner_text("#snippet-curl")
     assert "/simulator/v1/chat/completions" in curl and '"temperature": 0.3' in curl and "Code me" in curl
-    # The built-in simulator takes no key: nothing to set, and the SDK's base_url is the
-    # endpoint base (issue 7 item 8: it used to end in /chat).
-    assert "takes no API key" in pg.inner_text("#code-dialog .code-view > p")
+    # The built-in simulator needs its per-install key (issue 8 item 9): named as a variable,
+    # never shown; the SDK's base_url is the endpoint base (issue 7 item 8: it used to end in /chat).
+    intro = pg.inner_text("#code-dialog .code-view > p")
+    assert "BUILT_IN_SIMULATOR_API_KEY" in intro and "simulator_key" in intro
     pg.click("#code-dialog .tab[data-tab=python]")
     python = pg.inner_text("#snippet-python")
-    assert "from openai import OpenAI" in python and "os.environ" not in python
+    assert "from openai import OpenAI" in python and "os.environ['BUILT_IN_SIMULATOR_API_KEY']" in python
     assert f"base_url='{server.url}/simulator/v1'," in python
     pg.click("#code-dialog .tab[data-tab=curl]")
     pg.click("#code-dialog .tab-panel[data-panel=curl] .copy-snippet")

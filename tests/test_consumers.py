@@ -18,14 +18,10 @@ from chat import services
 from chat.models import Message
 from chat.routing import websocket_urlpatterns
 from chat.turns import registry
-from tests.helpers import chat_requests, deltas, joined, sim_text
+from tests.helpers import FINAL_RE, chat_requests, deltas, is_delta, joined, sim_text
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-# The final frame: the message partial itself carries hx-swap-oob (a thread frame does not count).
-FINAL_RE = re.compile(
-    r'<article id="m-(?P<mid>[0-9a-f-]+)" class="msg msg-assistant status-(?P<status>complete|error|stopped|interrupted)"[^>]*hx-swap-oob="true"'
-)
 KEY = "sk-test-SECRET-0123456789abcdef"
 
 
@@ -91,7 +87,7 @@ async def test_send_streams_text_and_reasoning_exactly_and_persists(alice, fresh
     assert joined(frames, "text") == expected_text
     assert joined(frames, "reasoning") == expected_reasoning
     # The skeleton arrives before any delta.
-    first_delta = next(i for i, f in enumerate(frames) if "data-start=" in f)
+    first_delta = next(i for i, f in enumerate(frames) if is_delta(f))
     assert any(f'id="m-{mid}"' in f for f in frames[:first_delta])
     row = await database_sync_to_async(Message.objects.get)(pk=mid)
     assert row.content == expected_text and row.reasoning == expected_reasoning
@@ -124,7 +120,7 @@ async def test_five_second_turn_writes_and_frames_are_bounded(alice, fresh_sim, 
     assert len(writes) <= 3 + duration / 2 + 1
     rec = chat_requests(fresh_sim.requests())[-1]
     assert joined(frames, "text") == sim_text(rec) == row.content
-    delta_frames = [f for f in frames if "data-start=" in f]
+    delta_frames = [f for f in frames if is_delta(f)]
     # Coalesced: no more than one frame per 33 ms (plus the first token's own frame).
     assert len(delta_frames) <= duration / 0.033 + 2
     assert len(delta_frames) < rec["tokens_written"] / 2, "one frame per token is not coalescing"
@@ -170,9 +166,9 @@ async def test_stop_keeps_a_prefix_and_closes_upstream(alice, fresh_sim) -> None
     comm = await connect(user, conv.pk)
     await comm.send_json_to(send_frame(endpoint.pk, "sim-fast?ttft_ms=10&delay_ms=40&length=400&reasoning=0"))
     frames: list[str] = []
-    while not any("data-start" in f for f in frames):
+    while not any(is_delta(f) for f in frames):
         frames.append(await comm.receive_from(timeout=10))
-    mid = deltas(frames)[0]["mid"]
+    mid = re.search(r'<article id="m-([0-9a-f-]+)" class="msg msg-assistant', "".join(frames)).group(1)
     await asyncio.sleep(0.5)
     await comm.send_json_to({"action": "stop", "message_id": mid})
     more, fmid, status = await until_final(comm)

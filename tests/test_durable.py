@@ -6,11 +6,12 @@ regenerate with 1/2 navigation, edit and branch, ``kill -9`` mid-turn, admission
 "finished elsewhere" notice and a send repeated or queued while the socket was down.
 
 Every page records, from an init script, each state of a streaming answer it showed (DOM id,
-``data-end``, ``textContent``) and every delta the offset guard had to drop. At the end each
-recorded state must be an exact prefix of the simulator's text of the same length as its
-``data-end`` (nothing missing, nothing twice), no delta may have been dropped, and
-``textarea.raw`` (``textContent``: ``.value`` folds CR) == stored content == the simulator's
-text, emoji, CRLF and U+2028 included.
+``data-end`` and the raw text the page holds from offset 0, ``pgStream``) and every delta the
+offset guard found out of place (a gap). At the end each recorded state must be an exact prefix
+of the simulator's text of the same length as its ``data-end`` (nothing missing, nothing
+twice), no gap may have happened, the raw text (``/m/<id>/raw/``) == stored content == the
+simulator's text, emoji, CRLF and U+2028 included, and the rendered answer equals the server's
+rendering of the stored text, block by block.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from chat.rendering import render_blocks
 from tests.conftest import create_first_account, login
 from tests.helpers import chat_requests, sim_text
 
@@ -42,22 +44,20 @@ RECORDER = r"""
 (() => {
   const rec = window.__rec = {drops: [], seen: [], frames: 0};
   const last = {};
-  document.addEventListener("htmx:oobBeforeSwap", (e) => {
-    const f = e.detail.fragment, t = e.detail.target;
-    if (f && f.getAttribute && f.hasAttribute("data-start") && t && t.getAttribute("data-end") !== f.getAttribute("data-start")) {
-      rec.drops.push([t.id, t.getAttribute("data-end"), f.getAttribute("data-start"), f.getAttribute("data-end")]);
-    }
-  }, true);
   const look = () => {
     document.querySelectorAll(".msg-assistant.status-streaming .answer").forEach((a) => {
-      const id = a.closest(".msg-assistant").id, end = Number(a.getAttribute("data-end"));
-      if (last[id] === end) return;
-      last[id] = end;
-      rec.seen.push([id, end, a.textContent]);
+      const st = window.pgStream && window.pgStream(a);
+      if (!st || st.base !== 0) return;
+      const id = a.closest(".msg-assistant").id;
+      if (last[id] === st.end) return;
+      last[id] = st.end;
+      rec.seen.push([id, st.end, st.raw]);
     });
+    if (window.__pgGaps && window.__pgGaps.length) { rec.drops.push(...window.__pgGaps); window.__pgGaps = []; }
   };
-  document.addEventListener("htmx:wsAfterMessage", () => { rec.frames += 1; look(); }, true);
-  document.addEventListener("DOMContentLoaded", look);
+  document.addEventListener("pg:text", () => { rec.frames += 1; look(); }, true);
+  document.addEventListener("htmx:wsAfterMessage", look, true);
+  document.addEventListener("DOMContentLoaded", () => setTimeout(look, 0));
 })();
 """
 
@@ -153,16 +153,21 @@ def assistant_ids(pg) -> set[str]:  # noqa: ANN001
 
 
 def raw_text(pg, mid: str) -> str:  # noqa: ANN001
-    """The exact stored text as the page holds it (textContent keeps CR, unlike .value)."""
-    return pg.evaluate(f"document.querySelector('#m-{mid} textarea.raw').textContent")
+    """The exact text of a message as Copy gets it (``/m/<id>/raw/``)."""
+    return pg.evaluate(f"fetch('/m/{mid}/raw/', {{credentials: 'same-origin'}}).then(r => r.text())")
 
 
-def shown(pg, mid: str) -> tuple[int, str]:  # noqa: ANN001
-    """(data-end, textContent) of a streaming answer."""
+def shown(pg, mid: str) -> list:  # noqa: ANN001
+    """[data-end, raw text from offset 0] of a streaming answer as the page holds it."""
     return pg.evaluate(
-        f"(() => {{ const a = document.querySelector('#m-{mid} .answer');"
-        f" return [Number(a.getAttribute('data-end')), a.textContent]; }})()"
+        f"(() => {{ const a = document.querySelector('#m-{mid} .answer'); const st = pgStream(a);"
+        f" return [st.end, st.base === 0 ? st.raw : null]; }})()"
     )
+
+
+def rendered_blocks(pg, mid: str) -> list[str]:  # noqa: ANN001
+    """The outerHTML of each rendered block of an answer, as the page shows it."""
+    return pg.eval_on_selector_all(f"#m-{mid} .answer > .mdb", "els => els.map(e => e.outerHTML)")
 
 
 def status_of(pg, mid: str) -> str:  # noqa: ANN001
@@ -173,10 +178,14 @@ def wait_status(pg, mid: str, status: str, timeout: float = 30_000) -> None:  # 
     pg.wait_for_selector(f"#m-{mid}.status-{status}", timeout=timeout)
 
 
-def stored(server, mid: str) -> tuple[str, str]:  # noqa: ANN001
+def stored(server, mid: str, *, missing_ok: bool = False) -> tuple[str, str]:  # noqa: ANN001
+    """(content, status) of a message row. A turn's rows are written beside its upstream
+    request, a moment after the page shows it: ``missing_ok`` gives ("", "missing") then."""
     rows = server.query(
         "select content, status from chat_message where id = ?", (uuid.UUID(mid).hex,)
     )
+    if not rows and missing_ok:
+        return ("", "missing")
     assert rows, f"no row for {mid}"
     return rows[0]
 
@@ -186,8 +195,8 @@ def wait_stored(server, mid: str, pred, timeout: float = 30.0, pg=None) -> tuple
     handlers (websocket routes) keep running meanwhile (sync Playwright dispatches only then)."""
     deadline = time.monotonic() + timeout
     while True:
-        row = stored(server, mid)
-        if pred(row):
+        row = stored(server, mid, missing_ok=True)
+        if row[1] != "missing" and pred(row):
             return row
         if time.monotonic() > deadline:
             raise AssertionError(f"row {mid} never matched: {row[1]}, {len(row[0])} chars")
@@ -255,6 +264,14 @@ def assert_exact(server, pages, mid: str, user_text: str, watch: Watch | None = 
             raise
         got = raw_text(pg, mid)
         assert got == expected, f"{pg.url}: page text differs at {first_diff(got, expected)}"
+        # The answer on the page is the server's rendering of the stored text, block by block
+        # (streamed blocks are never re-rendered at the end; a reload renders the same blocks).
+        want = pg.evaluate(
+            "html => { const t = document.createElement('template'); t.innerHTML = html;"
+            " return [...t.content.children].map(e => e.outerHTML); }",
+            "".join(render_blocks(expected)),
+        )
+        assert rendered_blocks(pg, mid) == want, f"{pg.url}: rendered blocks differ from the server's"
     if watch is not None:
         for pg in pages:
             watch.collect(pg, pg.url)
@@ -338,7 +355,7 @@ def test_reload_after_the_final_write_before_the_final_frame(server, page) -> No
             if (
                 held["mid"]
                 and isinstance(msg, str)
-                and f'id="m-{held["mid"]}" class="msg msg-assistant status-complete' in msg
+                and f'data-mid="{held["mid"]}" data-status="complete" data-final="1"' in msg
             ):
                 held["frames"].append(msg)
                 return
@@ -691,8 +708,36 @@ def test_kill_9_mid_turn_then_interrupted_with_partial_text_and_retry(make_serve
 # ---- 7. admission control ----------------------------------------------------------------
 
 
-def test_busy_server_says_try_again_and_keeps_the_text(make_server, page) -> None:  # noqa: ANN001
+def test_a_full_server_queues_with_its_position_then_runs(make_server, page) -> None:  # noqa: ANN001
+    """Admission control: with one slot, a second turn waits in the queue, says its position,
+    reaches no upstream until the first ends, then runs exactly."""
     server = make_server(env={"PLAYGROUND_MAX_TURNS": "1"})
+    errors: list[str] = []
+    start(page, server)
+    send(page, "The one running turn", SLOW)
+    a1 = wait_new_assistant(page, set())
+    page.wait_for_selector(f"#m-{a1}.has-tokens")
+
+    tab2 = new_page(page.context, errors)
+    tab2.goto(server.url + "/")
+    tab2.wait_for_selector("#conn-state.ok")
+    assert conversation_id(tab2) != conversation_id(page)
+    send(tab2, "Please run me too\r\nline two", FAST)
+    a2 = wait_new_assistant(tab2, set())
+    tab2.wait_for_selector(f"#m-{a2} .queue-pos:has-text('position 1')")
+    tab2.wait_for_timeout(500)
+    assert status_of(tab2, a2) == "streaming" and shown(tab2, a2)[0] == 0
+    assert len(chat_requests(server.sim_requests())) == 1, "a queued turn reaches no upstream"
+    page.click(f"#m-{a1} button.stop")
+    wait_status(page, a1, "stopped")
+    assert_exact(server, [tab2], a2, "Please run me too\nline two")
+    assert len(chat_requests(server.sim_requests())) == 2
+    assert not errors
+
+
+def test_busy_server_says_try_again_and_keeps_the_text(make_server, page) -> None:  # noqa: ANN001
+    """With no room to wait either, a send is refused: nothing written, the text kept."""
+    server = make_server(env={"PLAYGROUND_MAX_TURNS": "1", "PLAYGROUND_MAX_QUEUED_TURNS": "0"})
     errors: list[str] = []
     start(page, server)
     send(page, "The one running turn", SLOW)

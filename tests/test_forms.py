@@ -20,8 +20,7 @@ def test_zero_values_are_values_not_unset() -> None:
 @pytest.mark.parametrize("field,value", [
     ("temperature", "2.01"), ("temperature", "-0.1"), ("top_p", "1.01"), ("top_k", "0"), ("top_k", "101"),
     ("max_tokens", "0"), ("frequency_penalty", "2.5"), ("presence_penalty", "-2.5"), ("top_logprobs", "21"),
-    ("stop", "a\nb\nc\nd\ne"), ("seed", "1.5"), ("json_schema", "{no"), ("json_schema", '{"type": 5}'),
-    ("tools", "[{}]"), ("tools", "nope"), ("schema_name", "bad name!"),
+    ("stop", "a\nb\nc\nd\ne"), ("seed", "1.5"), ("tools", "[{}]"), ("tools", "nope"),
 ])
 def test_out_of_range_values_are_refused_with_a_message(field: str, value: str) -> None:
     form = ParamsForm({field: value})
@@ -52,3 +51,40 @@ def test_only_what_the_style_accepts() -> None:
     assert anth["reasoning"] == {"budget_tokens": 2048} and len(anth["tools"]) == 1
     resp = request_fields(stored, "openai_responses")
     assert resp["params"] == {"temperature": 0.5} and resp["reasoning"] == {"effort": "high"}
+
+
+@pytest.mark.parametrize("field,value", [
+    ("json_schema", "{no"), ("json_schema", '{"type": 5}'), ("schema_name", "bad name!"),
+])
+def test_schema_fields_are_checked_when_json_schema_is_sent(field: str, value: str) -> None:
+    form = ParamsForm({"response_format": "json_schema", "json_schema": '{"type": "object"}', field: value})
+    assert not form.is_valid()
+    assert form.errors[field]
+
+
+@pytest.mark.parametrize("fmt", ["", "text", "json_object"])
+def test_an_unsent_schema_editor_never_blocks_a_send(fmt: str) -> None:
+    """Issue 7 item 9: invalid JSON left in the schema editor with the response format set to
+    "(not sent)" (or another format) is not validated and not sent."""
+    form = ParamsForm({"response_format": fmt, "json_schema": "{no", "schema_name": "bad name!"})
+    assert form.is_valid(), form.errors
+    assert "json_schema" not in form.params() and "schema_name" not in form.params()
+
+
+def test_fields_the_api_style_does_not_take_are_not_validated_nor_sent() -> None:
+    """A hidden field (not taken by the endpoint's API style) with a bad value blocks nothing:
+    seed and logprobs are not Anthropic parameters; thinking budget is not an OpenAI one."""
+    anthropic = ParamsForm({"seed": "1.5", "top_logprobs": "99", "temperature": "0.3"}, api_style="anthropic_messages")
+    assert anthropic.is_valid(), anthropic.errors
+    assert anthropic.params() == {"temperature": 0.3}
+    openai = ParamsForm({"thinking_budget": "-4", "top_p": "0.5"}, api_style="openai_chat")
+    assert openai.is_valid(), openai.errors
+    assert openai.params() == {"top_p": 0.5}
+    # A field the style does take is still checked.
+    assert "temperature" in ParamsForm({"temperature": "3"}, api_style="anthropic_messages").errors
+
+
+def test_tool_choice_without_tools_is_not_sent() -> None:
+    form = ParamsForm({"tool_choice": "lookup"})
+    assert form.is_valid(), form.errors
+    assert "tool_choice" not in form.params()

@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from chat import services
 from chat.models import Message
 from chat.turns import registry
+from tests.helpers import deltas
 from tests.llama import llama_paths, missing_reason, start_llama_server
 from tests.test_consumers import connect, send_frame, until_final
 
@@ -69,5 +70,5 @@ async def test_reasoning_from_llama_in_every_style(style, llama) -> None:  # noq
     row = await database_sync_to_async(Message.objects.get)(pk=mid)
     assert status == "complete", row.error
     assert row.reasoning.strip(), "llama-server's reasoning did not arrive as reasoning"
-    assert any('-reasoning"' in f for f in frames)
+    assert [d for d in deltas(frames) if d["kind"] == "reasoning"], "reasoning streamed as reasoning deltas"
     await comm.disconnect()

@@ -55,8 +55,15 @@ def pg_connections(name: str) -> int:
 
 
 def raw_text(pg) -> str:  # noqa: ANN001
-    """The exact stored text as the page holds it (textContent keeps CR, unlike .value)."""
-    return pg.evaluate("document.querySelector('.msg-assistant textarea.raw').textContent")
+    """The exact text of the answer as Copy gets it (``/m/<id>/raw/``)."""
+    mid = pg.get_attribute(".msg-assistant", "id").removeprefix("m-")
+    return pg.evaluate(f"fetch('/m/{mid}/raw/', {{credentials: 'same-origin'}}).then(r => r.text())")
+
+
+def streamed_text(pg) -> str | None:  # noqa: ANN001
+    """The raw text the page received live (snapshot + deltas), or None when it lacks the start."""
+    return pg.evaluate("(() => { const s = pgStream(document.querySelector('.msg-assistant .answer'));"
+                       " return s.base === 0 ? s.raw : null; })()")
 
 
 def test_turn_started_in_a_is_watched_live_and_stopped_from_b(make_server, chromium, pg_redis) -> None:  # noqa: ANN001
@@ -93,6 +100,13 @@ def test_turn_started_in_a_is_watched_live_and_stopped_from_b(make_server, chrom
     assert content == sim_text(sim)
     assert raw_text(pa) == content
     assert raw_text(pb) == content
+    assert streamed_text(pa) == content, "A streamed every character once"
+    # B ends with the whole message from A's process: the server's blocks of the stored text.
+    from chat.rendering import render_blocks
+
+    want = pb.evaluate("html => { const t = document.createElement('template'); t.innerHTML = html;"
+                       " return [...t.content.children].map(e => e.outerHTML); }", "".join(render_blocks(content)))
+    assert pb.eval_on_selector_all(".msg-assistant .answer > .mdb", "els => els.map(e => e.outerHTML)") == want
     assert int(mid_len) < len(content), "B joined mid-turn"
 
     # 2. Stop from B a turn that runs in A.

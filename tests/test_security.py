@@ -211,7 +211,7 @@ def test_view_code_shows_form_errors_escaped(alice_client: Client, objects) -> N
         assert "Fix the settings first" in body
         assert "&lt;img src=x onerror=alert(1)" in body
         assert not live_injections(body)
-    resp = alice_client.get(f"/c/{cid}/code/", {"json_schema": '{"x": 1' + PAYLOADS[1]})
+    resp = alice_client.get(f"/c/{cid}/code/", {"response_format": "json_schema", "json_schema": '{"x": 1' + PAYLOADS[1]})
     assert "Not valid JSON" in resp.content.decode() and not live_injections(resp.content.decode())
 
 

@@ -4,8 +4,6 @@ joining mid-turn, persistence rules."""
 from __future__ import annotations
 
 import asyncio
-import html
-import re
 import uuid
 
 import pytest
@@ -26,7 +24,7 @@ from chat.providers.base import (
     Usage,
 )
 from chat.turns import Subscriber, TurnRegistry, TurnSpec
-from tests.helpers import deltas, joined
+from tests.helpers import deltas, joined, snapshot_state
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -173,13 +171,13 @@ async def test_subscriber_joining_mid_turn_sees_every_character_once(turn_row) -
     assert joined(early) == "".join(pieces)
     # The late subscriber: snapshot text + its deltas == the whole text, nothing doubled.
     assert len(snapshot) == 1
-    snap = re.search(rf'id="m-{mid}-text" data-end="(\d+)">(.*?)</div>', snapshot[0], re.S)
-    start = int(snap.group(1))
+    snap = snapshot_state(snapshot[0])
+    start = snap["end"]
     assert 0 < start < len("".join(pieces))
-    assert html.unescape(snap.group(2)) == "".join(pieces)[:start]
+    assert snap["upto"] == 0 and snap["open"] == "".join(pieces)[:start]  # one open paragraph
     late_deltas = [d for d in deltas(late) if d["kind"] == "text"]
     assert late_deltas[0]["start"] == start
-    assert html.unescape(snap.group(2)) + "".join(d["text"] for d in late_deltas) == "".join(pieces)
+    assert snap["open"] + "".join(d["text"] for d in late_deltas) == "".join(pieces)
 
 
 async def test_late_partial_save_never_overwrites_the_final_row(turn_row) -> None:  # noqa: ANN001

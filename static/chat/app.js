@@ -1,10 +1,210 @@
 /* The playground's small client script: what htmx cannot do by itself.
- * Enter-to-send, the delta offset guard, the waiting counter, autoscroll, copy buttons,
+ * Streaming answers (deltas at server-computed offsets, closed blocks rendered by the server and
+ * appended once, the open last block rendered here with the vendored markdown-it + DOMPurify
+ * under the same rules), Enter-to-send, the waiting counter, autoscroll, copy buttons,
  * Retry-After countdowns, model list loading and endpoint presets, confirmations, and the
  * websocket message size check. No framework, no CDN, and nothing inline in the pages: the
  * Content-Security-Policy allows scripts from this site only (no inline handlers, no eval). */
 (function () {
   "use strict";
+
+  // ---- streaming answers ----------------------------------------------------------------------
+  // A streamed text (#t<k> answer, #r<k> reasoning) keeps: end (code points received), u (the
+  // offset up to which the server's rendered blocks cover it), open (the text after u: the open
+  // block), raw (everything received, for Copy and tests). Deltas (<x-d s e>) append to it when
+  // they start where it ends; blocks (<x-b u>) are inserted once before the open block, which is
+  // re-rendered at most once per animation frame and never touches the blocks above it.
+  var ALLOWED_TAGS = ["p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
+    "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "a", "span", "div"];
+  var md = null;
+  function renderer() {
+    if (md || !window.markdownit) return md;
+    md = window.markdownit("commonmark", { html: false, linkify: false, breaks: true }).enable(["table", "strikethrough"]);
+    var esc = md.utils.escapeHtml;
+    md.renderer.rules.image = function (tokens, idx, options, env, self) {
+      var t = tokens[idx], alt = self.renderInlineAsText(t.children || [], options, env) || "image";
+      return '<a href="' + esc(t.attrGet("src") || "") + '">[image: ' + esc(alt) + "]</a>";
+    };
+    md.renderer.rules.fence = md.renderer.rules.code_block = function (tokens, idx) {
+      var t = tokens[idx], lang = ((t.info || "").trim().split(/\s+/)[0] || "text").slice(0, 40);
+      return '<div class="codeblock"><div class="codebar"><span class="codelang">' + esc(lang) +
+        '</span></div><pre><code class="language-' + esc(lang) + '">' + esc(t.content) + "</code></pre></div>";
+    };
+    if (window.DOMPurify) {
+      DOMPurify.addHook("afterSanitizeAttributes", function (node) {
+        if (node.tagName === "A") node.setAttribute("rel", "noopener noreferrer nofollow");
+      });
+    }
+    return md;
+  }
+  function purify(html) {
+    return window.DOMPurify ? DOMPurify.sanitize(html, { ALLOWED_TAGS: ALLOWED_TAGS,
+      ALLOWED_ATTR: ["href", "title", "class", "start", "dir"], ALLOWED_URI_REGEXP: /^(?:https?|mailto):/i }) : "";
+  }
+  // Partial syntax never shows raw and never becomes live: an open fence is closed for display,
+  // a link whose URL is still arriving shows only its text, a half image shows nothing, an open
+  // ** / __ / ~~ / ` is closed.
+  function tolerant(text) {
+    var lines = text.split("\n"), fence = null;
+    for (var i = 0; i < lines.length; i++) {
+      var m = /^ {0,3}(`{3,}|~{3,})/.exec(lines[i]);
+      if (!m) continue;
+      if (!fence) fence = m[1];
+      else if (m[1][0] === fence[0] && m[1].length >= fence.length && !lines[i].replace(/^ {0,3}[`~]+/, "").trim()) fence = null;
+    }
+    if (fence) return text + "\n" + fence;
+    text = text.replace(/!\[[^\]\n]*(\]\([^)\n]*)?$/, "").replace(/\[([^\]\n]*)\]\([^)\n]*$/, "$1").replace(/\[([^\]\n]*)$/, "$1");
+    ["**", "__", "~~"].forEach(function (mark) {
+      if ((text.split(mark).length - 1) % 2) text += mark;
+    });
+    if ((text.split("`").length - 1) % 2) text += "`";
+    return text;
+  }
+  function cpLen(s) { var n = 0; for (var i = 0; i < s.length; i++) { var c = s.charCodeAt(i); if (c < 0xD800 || c > 0xDBFF) n++; } return n; }
+  function dropCp(s, n) {
+    var i = 0;
+    while (n > 0 && i < s.length) { var c = s.charCodeAt(i); i += (c >= 0xD800 && c <= 0xDBFF) ? 2 : 1; n--; }
+    return s.slice(i);
+  }
+  function unescapeText(s) {
+    if (s.indexOf("&") < 0) return s;
+    return s.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&#13;/g, "\r").replace(/&quot;/g, '"').replace(/&#x27;/g, "'").replace(/&amp;/g, "&");
+  }
+  function streamOf(el) {
+    if (el._s) return el._s;
+    var src = el.querySelector(":scope > template.md-src"), closed = el.querySelector(":scope > template.md-raw");
+    var open = src ? src.content.textContent : "";
+    var st = el._s = { end: parseInt(el.getAttribute("data-end") || "0", 10), u: parseInt(el.getAttribute("data-u") || "0", 10),
+      open: open, openEl: el.querySelector(":scope > .md-open"), raw: "", queued: false };
+    // The raw text from offset 0 when the page has it (a streaming answer), else from here on.
+    if (closed || !st.u) { st.raw = (closed ? closed.content.textContent : "") + open; st.base = 0; } else st.base = st.end;
+    if (src) src.remove();
+    if (closed) closed.remove();
+    return st;
+  }
+  var toRender = [];
+  function schedule(el, st) {
+    if (st.queued) return;
+    st.queued = true;
+    toRender.push(el);
+    if (toRender.length === 1) requestAnimationFrame(renderPending);
+  }
+  function renderPending() {
+    var els = toRender; toRender = [];
+    els.forEach(function (el) {
+      var st = el._s; st.queued = false;
+      if (!st.openEl || !el.isConnected) return;
+      var r = renderer();
+      st.openEl.innerHTML = st.open && r ? purify(r.render(tolerant(st.open))) : (st.open ? "" : "");
+      if (st.open && !r) st.openEl.textContent = st.open;
+    });
+    if (stickBottom) scrollDown();
+  }
+  function mark(el, kind) {
+    var art = el.closest(".msg-assistant");
+    if (!art) return;
+    art.classList.add("has-tokens");
+    if (kind === "r") art.classList.add("has-reasoning");
+  }
+  function applyDelta(el, s, e, text) {
+    var st = streamOf(el);
+    if (s > st.end) { (window.__pgGaps = window.__pgGaps || []).push([el.id, st.end, s, e]); gapped(el); return false; }
+    if (e <= st.end) return true;  // a repeat after a snapshot: nothing new
+    if (s < st.end) text = dropCp(text, st.end - s);
+    st.open += text; st.end = e;
+    st.raw += text;
+    el.setAttribute("data-end", String(e));
+    mark(el, el.id[0]);
+    schedule(el, st);
+    el.dispatchEvent(new CustomEvent("pg:text", { bubbles: true }));
+    return true;
+  }
+  function applyBlocks(el, u, html) {
+    var st = streamOf(el);
+    if (html && st.openEl) st.openEl.insertAdjacentHTML("beforebegin", html);
+    if (u > st.u) { st.open = dropCp(st.open, u - st.u); st.u = u; el.setAttribute("data-u", String(u)); }
+    schedule(el, st);
+  }
+  var gaps = {};
+  function gapped(el) {
+    var art = el.closest(".msg-assistant");
+    if (art && !gaps[art.id] && window.htmx) {
+      gaps[art.id] = true;
+      setTimeout(function () { delete gaps[art.id]; }, 2000);
+      var ws = lastSocket;
+      if (ws) ws.send(JSON.stringify({ action: "sync", streaming: [art.id.slice(2)], gap: [art.id.slice(2)] }));
+    }
+  }
+  // Every streamed piece of one websocket message, parsed here: a message made only of them never
+  // goes through htmx's HTML parsing.
+  var PIECE = /<x-(d|b) hx-swap-oob="beforeend:#(\w+)" (?:s=(\d+) e=(\d+)|u=(\d+))>([\s\S]*?)<\/x-\1>/g;
+  function applyPieces(msg) {
+    PIECE.lastIndex = 0;
+    var m, at = 0;
+    var found = [];
+    while ((m = PIECE.exec(msg))) {
+      if (m.index !== at) return false;
+      found.push(m); at = PIECE.lastIndex;
+    }
+    if (!found.length || at !== msg.length) return false;
+    stickBottom = nearBottom();
+    found.forEach(function (p) {
+      var el = document.getElementById(p[2]);
+      if (!el) return;
+      if (p[1] === "d") applyDelta(el, +p[3], +p[4], unescapeText(p[6]));
+      else applyBlocks(el, +p[5], p[6]);
+    });
+    window.__pgFrames = (window.__pgFrames || 0) + 1;
+    return true;
+  }
+  var stickBottom = false, lastSocket = null;
+  document.addEventListener("htmx:wsBeforeMessage", function (e) {
+    lastSocket = e.detail.socketWrapper || lastSocket;
+    if (applyPieces(e.detail.message)) e.preventDefault();
+  });
+  // Pieces inside a mixed message (the final frame) reach htmx's oob handling: apply them here.
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var frag = e.detail.fragment, target = e.detail.target;
+    if (!frag || !frag.tagName || !target) return;
+    var tag = frag.tagName.toLowerCase();
+    if (tag === "x-d") {
+      e.detail.shouldSwap = false;
+      applyDelta(target, +frag.getAttribute("s"), +frag.getAttribute("e"), frag.textContent);
+    } else if (tag === "x-b") {
+      e.detail.shouldSwap = false;
+      applyBlocks(target, +frag.getAttribute("u"), frag.innerHTML);
+    }
+  });
+  // The final frame swaps the head and the foot: the message takes the foot's status.
+  function finalize(root) {
+    (root || document).querySelectorAll(".msg-foot[data-final]").forEach(function (foot) {
+      foot.removeAttribute("data-final");
+      var art = foot.closest(".msg-assistant");
+      if (!art) return;
+      var status = foot.getAttribute("data-status");
+      art.className = art.className.replace(/\bstatus-\w+/, "status-" + status);
+      art.setAttribute("data-status", status);
+      var w = art.querySelector(".waiting"); if (w) w.remove();
+      var th = art.querySelector("details.thinking");
+      if (th) { th.open = false; th.classList.add("done"); if (!art.classList.contains("has-reasoning")) th.hidden = true; }
+      if (status === "complete") announce(art);
+    });
+  }
+  function announce(art) {
+    var live = document.getElementById("live-region");
+    if (!live) return;
+    var t = art.querySelector(".answer");
+    live.textContent = "Answer complete: " + ((t && t.textContent) || "").slice(0, 200);
+  }
+  function initStreams(root) {
+    (root || document).querySelectorAll(".md[data-u]").forEach(function (el) {
+      var st = streamOf(el);
+      if (st.open) schedule(el, st);
+    });
+  }
+  // For tests and tools: what a streamed text received since the page took it over: the text
+  // from code point ``base`` to ``end``.
+  window.pgStream = function (el) { var st = el && streamOf(el); return st ? { base: st.base, end: st.end, u: st.u, raw: st.raw, open: st.open } : null; };
 
   function uuid4() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -54,7 +254,8 @@
     if (e.target.classList && e.target.classList.contains("edit-form")) {
       e.detail.parameters.resend = submitter && submitter.value === "resend" ? "true" : "";
       if (e.detail.parameters.resend) e.detail.parameters.turn_id = uuid4();
-      e.target.hidden = true;
+      var art = e.target.closest(".msg");
+      setTimeout(function () { e.target.remove(); if (art) art.classList.remove("editing"); }, 0);
       return;
     }
     if (form && e.target === form) {
@@ -107,6 +308,8 @@
     var chips = document.getElementById("attach-chips");
     if (chips) chips.innerHTML = "";
     form.querySelector("[name=turn_id]").value = uuid4();
+    var role = document.getElementById("role");
+    if (role) role.value = "user";  // a prefill or system message is a one-off: the next one is the user's
     pendingTurn = null;
     var send = document.getElementById("send");
     if (send) send.disabled = false;
@@ -116,30 +319,15 @@
     var form = document.getElementById("composer");
     if (appendPending && frameText && frameText.indexOf('id="thread"') >= 0) { appendPending = false; clearComposer(); }
     if (pendingTurn && form && document.querySelector('[data-turn-id="' + pendingTurn + '"]')) clearComposer();
-    document.querySelectorAll(".msg-assistant.status-streaming").forEach(function (m) {
-      var t = m.querySelector(".answer"), r = m.querySelector(".reasoning-text");
-      if ((t && t.textContent.length) || (r && r.textContent.length)) m.classList.add("has-tokens");
-      if (r && r.textContent.length) m.classList.add("has-reasoning");
-    });
   }
 
-  // Delta guard: apply a delta only where the element ends (offsets from the server).
-  var stick = false;
-  document.addEventListener("htmx:wsBeforeMessage", function () { stick = nearBottom(); });
-  document.addEventListener("htmx:oobBeforeSwap", function (e) {
-    var frag = e.detail.fragment, target = e.detail.target;
-    if (!frag || !frag.getAttribute || !frag.hasAttribute("data-start")) return;
-    var start = frag.getAttribute("data-start"), end = frag.getAttribute("data-end");
-    if (target.getAttribute("data-end") !== start) {
-      e.detail.shouldSwap = false;
-      return;
-    }
-    target.setAttribute("data-end", end);
-  });
   document.addEventListener("htmx:wsAfterMessage", function (e) {
     afterFrame(e.detail && e.detail.message);
-    if (stick) scrollDown();
+    finalize();
+    initStreams();
+    if (stickBottom) scrollDown();
   });
+  document.addEventListener("htmx:wsBeforeMessage", function () { stickBottom = nearBottom(); }, true);
   // A snapshot for a message the page does not show yet: append it.
   document.body && document.body.addEventListener("htmx:oobErrorNoTarget", function (e) {
     var c = e.detail.content, t = thread();
@@ -191,25 +379,36 @@
     if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, done);
     else { var ta = document.createElement("textarea"); ta.value = text; document.body.appendChild(ta); ta.select(); try { document.execCommand("copy"); } catch (err) {} ta.remove(); done(); }
   }
-  // Inline editors.
-  document.addEventListener("click", function (e) {
-    var open = e.target.closest && e.target.closest("button.edit-open");
-    if (open) {
-      var f = open.closest(".msg").querySelector(".edit-form");
-      f.hidden = !f.hidden;
-      if (!f.hidden) f.querySelector("textarea").focus();
-      return;
-    }
-    var cancel = e.target.closest && e.target.closest("button.edit-cancel");
-    if (cancel) cancel.closest(".edit-form").hidden = true;
+  // Editors open in place of the message (their text comes from the server on demand).
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var form = e.target && e.target.querySelector && e.target.querySelector(":scope > .edit-form");
+    if (!form) return;
+    var art = form.closest(".msg");
+    art.classList.add("editing");
+    var ta = form.querySelector("textarea");
+    if (ta) { ta.focus(); ta.setSelectionRange(ta.value.length, ta.value.length); }
   });
+  document.addEventListener("click", function (e) {
+    var cancel = e.target.closest && e.target.closest("button.edit-cancel");
+    if (cancel) {
+      var art = cancel.closest(".msg");
+      cancel.closest(".edit-form").remove();
+      if (art) { art.classList.remove("editing"); var b = art.querySelector("button.edit-open"); if (b) b.focus(); }
+    }
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && e.target.closest && e.target.closest(".edit-form")) {
+      var c = e.target.closest(".edit-form").querySelector(".edit-cancel");
+      if (c) { e.preventDefault(); e.stopPropagation(); c.click(); }
+    }
+  }, true);
 
   document.addEventListener("click", function (e) {
     var b = e.target.closest && e.target.closest("button.copy-msg, button.copy-code");
     if (!b) return;
     if (b.classList.contains("copy-msg")) {
-      var raw = b.closest(".msg").querySelector("textarea.raw");
-      copy(raw ? raw.textContent : "", b);  // textContent keeps CR (value normalizes it)
+      fetch(b.getAttribute("data-raw-url"), { credentials: "same-origin" })
+        .then(function (r) { return r.text(); }).then(function (text) { copy(text, b); });
     } else {
       var code = b.closest(".codeblock").querySelector("pre");
       copy(code ? code.textContent : "", b);
@@ -376,6 +575,6 @@
     // "/" without an empty conversation: its form creates one by POST (a GET never writes).
     var start = document.querySelector("form[data-autosubmit]");
     if (start) { start.submit(); return; }
-    afterFrame(); scrollDown(); applyStyle();
+    initStreams(); afterFrame(); scrollDown(); applyStyle();
   });
 })();

@@ -1,0 +1,102 @@
+"""What is sent upstream: the active branch of a conversation as provider messages.
+
+``history(thread)`` turns the rows of the branch the user sees into the ``ChatMessage`` tuple
+the adapters take: exactly the branch as shown — system, user (with its images and audio),
+assistant (with its tool calls and thinking signature), tool results — leaving out answers that
+failed with no text and answers still streaming. ``make_request`` adds the settings of the turn.
+
+May import: Django (ORM reads), chat.models, chat.turnsettings, chat.providers.base.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from chat.models import Attachment, Message, MessageStatus
+from chat.providers.base import ChatMessage, ChatRequest, ContentPart, ToolCall
+from chat.turnsettings import request_fields
+
+#: Message fields the history and the page need; the heavy ``inspect`` JSON is never loaded here.
+HISTORY_DEFER = ("inspect", "usage_raw")
+
+
+def attachments_by_message(thread: list[Message]) -> dict[Any, list[Attachment]]:
+    """The attachments of the user messages in ``thread``, by message id (one query, none when
+    the thread has no user message). Rows come without their bytes; :func:`parts` loads them."""
+    ids = [m.pk for m in thread if m.role == "user"]
+    out: dict[Any, list[Attachment]] = {}
+    if ids:
+        for a in Attachment.objects.filter(message_id__in=ids).defer("data").order_by("created_at"):
+            out.setdefault(a.message_id, []).append(a)
+    return out
+
+
+def parts(attachments: list[Attachment]) -> tuple[ContentPart, ...]:
+    """Provider content parts for attachments: an image URL as is, bytes as base64 (each
+    attachment's bytes are read and encoded once per turn)."""
+    out = []
+    for a in attachments:
+        if a.url:
+            out.append(ContentPart(type=a.kind, media_type=a.media_type, url=a.url, filename=a.filename))
+            continue
+        data = Attachment.objects.filter(pk=a.pk).values_list("data", flat=True).first() or b""
+        out.append(ContentPart(type=a.kind, media_type=a.media_type, filename=a.filename,
+                               data_b64=base64.b64encode(bytes(data)).decode()))
+    return tuple(out)
+
+
+def tool_arguments_for_replay(arguments: str) -> str:
+    """Tool-call arguments as they may be sent back upstream: ``""`` becomes ``"{}"`` (every
+    dialect wants a JSON object), arguments that are not complete JSON (cut off by
+    ``max_tokens``) become ``"{}"`` too, never invalid JSON."""
+    text = (arguments or "").strip()
+    if not text:
+        return "{}"
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return "{}"
+    return text
+
+
+def history(thread: list[Message], attachments: dict[Any, list[Attachment]] | None = None) -> tuple[ChatMessage, ...]:
+    """The messages sent upstream for ``thread`` (root first). ``attachments``: from
+    :func:`attachments_by_message` (queried when not given)."""
+    if attachments is None:
+        attachments = attachments_by_message(thread)
+    out = []
+    for m in thread:
+        if m.role == "user":
+            out.append(ChatMessage("user", m.content, parts=parts(attachments.get(m.pk, []))))
+        elif m.role == "system":
+            out.append(ChatMessage("system", m.content))
+        elif m.role == "tool":
+            out.append(ChatMessage("tool", m.content, tool_call_id=m.tool_call_id))
+        elif m.role == "assistant" and (m.content or m.tool_calls) and m.status != MessageStatus.STREAMING:
+            out.append(ChatMessage(
+                "assistant", m.content,
+                tool_calls=tuple(
+                    ToolCall(c.get("id", ""), c.get("name", ""), tool_arguments_for_replay(c.get("arguments", "")))
+                    for c in m.tool_calls if not c.get("server")
+                ),
+                reasoning=m.reasoning if m.reasoning_signature else "", reasoning_signature=m.reasoning_signature,
+                **_extra_blocks(m),
+            ))
+    return tuple(out)
+
+
+def _extra_blocks(m: Message) -> dict[str, Any]:
+    """Dialect blocks kept byte-identical for replay (e.g. Anthropic ``redacted_thinking``)."""
+    blocks = (m.metrics or {}).get("replay_blocks")
+    if blocks and "replay_blocks" in ChatMessage.__dataclass_fields__:
+        return {"replay_blocks": tuple(blocks)}
+    return {}
+
+
+def make_request(
+    *, api_style: str, model: str, system: str, stored: dict[str, Any], messages: tuple[ChatMessage, ...]
+) -> ChatRequest:
+    """A ``ChatRequest`` from stored settings, keeping only what ``api_style`` accepts."""
+    return ChatRequest(model=model, messages=messages, system=system, **request_fields(stored, api_style))
