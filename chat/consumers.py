@@ -128,8 +128,7 @@ def _announce(plan: TurnPlan, user: Any) -> str:
     elif plan.kind in ("regenerate", "continue"):
         frame = frames.replace(plan.replaces_id, views[-1])
     else:  # edit, tool_result: the branch changes above the answer
-        above = [frames.MessageView.from_row(m) for m in plan.thread]
-        frame = frames.thread(above + views)
+        frame = frames.thread(frames.thread_views([*plan.thread, *plan.rows]))
     if plan.title_changed:  # the row is written beside the upstream request: list it already
         listed = [c for c in selectors.conversation_list_for_user(user=user)[:199] if c.pk != plan.conversation_id]
         this = plan.assistant.conversation

@@ -79,6 +79,7 @@ class MessageView:
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     attachments: list[dict[str, str]] = field(default_factory=list)  # {id, kind, filename, url}
     queue_position: int = 0  # > 0 while the turn waits for an admission slot
+    answered_calls: frozenset[str] = frozenset()  # tool calls whose result was sent
     live_blocks: dict[str, tuple[list[str], int]] | None = None
 
     @classmethod
@@ -246,9 +247,16 @@ def _prob(logprob: Any) -> float:
 def thread_views(thread: list[Any], live: Any = None) -> list[MessageView]:
     """Views of the rows of a branch; a running turn's live state (``live(message_id)`` →
     MessageView or None, e.g. ``chat.turns.registry.live_view``) wins over its row."""
-    views = []
-    for m in thread:
+    views: list[MessageView] = []
+    for i, m in enumerate(thread):
         view = MessageView.from_row(m)
+        if m.role == "assistant" and m.tool_calls:
+            answered = set()
+            for later in thread[i + 1:]:
+                if later.role != "tool":
+                    break
+                answered.add(later.tool_call_id)
+            view.answered_calls = frozenset(answered)
         if live is not None and m.status == "streaming":
             now = live(m.id)
             if now is not None:

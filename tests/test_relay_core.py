@@ -394,3 +394,65 @@ async def test_fork_takes_the_message_uuid(alice, fresh_sim) -> None:  # noqa: A
     await database_sync_to_async(mclient.force_login)(other)
     bad = await database_sync_to_async(mclient.post)(f"/c/{services_conv.pk}/fork/", {"upto": mid})
     assert bad.status_code == 404
+
+
+# ---- 7.4, 7.5, 7.14, 7.19: honest figures and no dead ends --------------------------------------
+
+
+def test_tokens_per_second_needs_usage_not_events() -> None:
+    """Issue 7 item 5: 40 events over 2 s without usage are not "20 tok/s" (an event may hold
+    several tokens): the figure is "—"; with usage it is tokens ÷ time."""
+    from chat.metrics import TurnClock, compute_metrics
+    from chat.providers.base import Usage
+
+    t = [100.0]
+    tc = TurnClock(clock=lambda: t[0])
+    tc.sent()
+    for i in range(40):
+        t[0] = 100.5 + i * 0.05
+        tc.token(answer=True)
+    no_usage = compute_metrics(tc, None)
+    assert no_usage["tokens_per_sec"] is None and no_usage["completion_tokens_source"] == "unknown"
+    assert no_usage["token_events"] == 40
+    with_usage = compute_metrics(tc, Usage(completion_tokens=117))
+    assert with_usage["tokens_per_sec"] == round(117 / 1.95, 1)
+
+
+def test_retry_after_is_whole_seconds_in_the_hint_and_the_button() -> None:
+    """Issue 7 item 14: "wait 30 s" (rounded up, as the countdown), never "wait 29.0266 s"."""
+    from chat import frames
+
+    error = {"status": 429, "code": "rate_limit_exceeded", "message": "slow down", "retry_after_s": 29.0266}
+    assert frames.error_hint(error) == "Rate limited: wait 30 s, then retry."
+    view = frames.MessageView(id=uuid.uuid4(), role="assistant", status="error", error=error, conversation_id=1)
+    html = frames.final_full(view)
+    assert "in 30 s" in html and "29.0266" not in html.split("data-retry-after")[1][20:]
+
+
+@pytest.mark.parametrize("finish,reasoning,expected", [
+    ("stop", "", "The model returned no text (finish reason: stop)."),
+    ("length", "I need to think about every case in turn...",
+     "The model used the whole token budget on reasoning before it wrote an answer: raise max tokens, or Continue."),
+    ("length", "", "The answer hit max tokens before any text: raise max tokens, or Continue."),
+    ("content_filter", "", "The model returned no text (finish reason: content_filter)."),
+])
+def test_an_empty_answer_says_why_and_offers_what_it_names(finish, reasoning, expected) -> None:  # noqa: ANN001
+    """Issue 7 items 4 and 19: no blank bubble; a hint that names Continue has Continue."""
+    from chat import frames
+
+    view = frames.MessageView(id=uuid.uuid4(), role="assistant", status="complete", finish_reason=finish,
+                              reasoning=reasoning, conversation_id=1)
+    html = frames.final_full(view)
+    assert expected in html.replace("&#x27;", "'")
+    assert ('class="continue"' in html) == ("Continue" in expected)
+
+
+def test_every_hint_that_names_continue_comes_with_continue() -> None:
+    """Issue 7 item 4, the kind: a cut stream's hint says "Continue from it": the button is there."""
+    from chat import frames
+
+    for code in ("stream_cut", "stream_error"):
+        view = frames.MessageView(id=uuid.uuid4(), role="assistant", status="error", content="half an ans",
+                                  error={"code": code, "message": "cut"}, conversation_id=1)
+        html = frames.final_full(view)
+        assert "Continue" in frames.error_hint(view.error) and 'class="continue"' in html
