@@ -53,5 +53,6 @@ test: install-test chromium llama
 lint: install-test
 	$(VENV)/bin/ruff check .
 
-bench: install-test
-	$(VENV)/bin/python -m bench $(BENCH_ARGS)
+# Every phase (sequential, 100 streams, knee, fan-out, browser); BENCH_ARGS adds or overrides.
+bench: install-test chromium
+	$(VENV)/bin/python -m bench --browser $(BENCH_ARGS)

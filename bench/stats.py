@@ -490,6 +490,11 @@ def summarize(raw: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     figures["upstream_us_per_event"] = _r(1e6 * cpu / events, 1) if events else None
     details["phases"] = {
         "cpu_share": shares,
+        "upstream_us_per_event": {
+            name: _r(1e6 * m["upstream_cpu_s"] / m["upstream_events"], 1)
+            for name, m in meters
+            if m.get("upstream_events")
+        },
         "upstream_bound_phases": sorted(n for n, s in shares.items() if s["upstream_bound"]),
         "upstream_cpu_s": _r(cpu, 2),
         "upstream_events": events,
