@@ -13,7 +13,9 @@ frame:
   ``TaskDuration``, ``LayoutDuration`` and ``RecalcStyleDuration`` beside it;
 - ``longest_task_ms``: the longest task of the renderer's main thread (``CrRendererMain``) in a
   Chromium trace (category ``disabled-by-default-devtools.timeline``, events ``RunTask``) over
-  the same window, and ``longtasks_ms``: PerformanceObserver ``longtask`` entries (≥ 50 ms);
+  the same window (the ten longest in ``longest_tasks_ms``), and ``longtasks_ms``:
+  PerformanceObserver ``longtask`` entries (> 50 ms), split into those that started while the
+  answer streamed and after its last word arrived (the final swap);
 - ``recreated_nodes``: DOM nodes re-created above the streaming point, measured generically
   (the page's markup may change) by a MutationObserver: the *answer root* is the lowest common
   ancestor of the nodes added while the answer streams whose text carries the answer's words
@@ -126,7 +128,7 @@ OBSERVER_JS = r"""
 
   try {
     new PerformanceObserver(list => {
-      for (const e of list.getEntries()) if (B.armed && e.startTime >= B.t0) B.longtasks.push(e.duration);
+      for (const e of list.getEntries()) if (B.armed && e.startTime >= B.t0) B.longtasks.push([e.startTime - B.t0, e.duration]);
     }).observe({type: 'longtask', buffered: false});
   } catch (e) { B.longtasks = null; }
 
@@ -141,9 +143,9 @@ OBSERVER_JS = r"""
 """
 
 
-def longest_main_task_ms(trace: bytes) -> tuple[float | None, int]:
-    """The longest ``RunTask`` (ms) on any ``CrRendererMain`` thread of a Chromium trace (JSON
-    bytes from ``browser.stop_tracing()``), and how many such tasks there were."""
+def main_tasks_ms(trace: bytes) -> list[float]:
+    """Durations (ms) of the ``RunTask`` events on any ``CrRendererMain`` thread of a Chromium
+    trace (JSON bytes from ``browser.stop_tracing()``), longest first."""
     doc = json.loads(trace)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     main = {
@@ -157,7 +159,7 @@ def longest_main_task_ms(trace: bytes) -> tuple[float | None, int]:
         for e in events
         if e.get("ph") == "X" and e.get("name") == "RunTask" and (e.get("pid"), e.get("tid")) in main
     ]
-    return (max(durs) if durs else None), len(durs)
+    return sorted(durs, reverse=True)
 
 
 def _metrics(cdp: Any) -> dict[str, float]:
@@ -225,7 +227,9 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         nodes = page.evaluate("document.getElementsByTagName('*').length")
         context.close()
         browser.close()
-    longest, tasks = longest_main_task_ms(trace) if trace else (None, 0)
+    tasks = main_tasks_ms(trace) if trace else []
+    complete_ms = report["completeMs"]
+    long_tasks = report["longtasks"] or []
     deltas = [t for t, kind in frames if kind == "delta"]
 
     def d(name: str) -> float | None:
@@ -245,9 +249,12 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         "layout_s": d("LayoutDuration"),
         "recalc_style_s": d("RecalcStyleDuration"),
         "observer_ms": round(report["observerMs"], 1),
-        "longest_task_ms": round(longest, 1) if longest is not None else None,
-        "traced_tasks": tasks,
-        "longtasks_ms": report["longtasks"] or [],
+        "longest_task_ms": round(tasks[0], 1) if tasks else None,
+        "longest_tasks_ms": [round(x, 1) for x in tasks[:10]],
+        "traced_tasks": len(tasks),
+        "longtasks_ms": [round(d, 1) for _, d in long_tasks],
+        "longtasks_while_streaming_ms": [round(d, 1) for t, d in long_tasks if complete_ms is None or t < complete_ms],
+        "longtasks_after_answer_complete_ms": [round(d, 1) for t, d in long_tasks if complete_ms is not None and t >= complete_ms],
         "recreated_nodes": report["recreated"] if report["additions"] else None,
         "recreated_events": report["recreatedEvents"],
         "final_swap_removed_nodes": report["finalRemoved"],

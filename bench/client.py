@@ -81,6 +81,24 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
     return out
 
 
+def runqueue_wait_seconds(pid: int) -> float:
+    """Seconds the threads of ``pid`` spent runnable but waiting for a CPU (the second field of
+    ``/proc/<pid>/task/<tid>/schedstat``, ns): how much other processes on its CPU held it back.
+    0.0 where the kernel has no schedstat."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
 def rss_kb(pid: int) -> int:
     """VmRSS of process ``pid`` in kB (1024 bytes), from ``/proc/<pid>/status``."""
     with open(f"/proc/{pid}/status") as f:
@@ -146,6 +164,13 @@ class Meter:
     def _upstream_cpu(self) -> float:
         return sum(cpu_seconds(p) for p in self.plan["upstream_pids"])
 
+    def _waits(self) -> dict[str, float]:
+        return {
+            "server_wait": runqueue_wait_seconds(self.plan["server_pid"]),
+            "upstream_wait": sum(runqueue_wait_seconds(p) for p in self.plan["upstream_pids"]),
+            "client_wait": runqueue_wait_seconds(os.getpid()),
+        }
+
     async def start(self) -> None:
         """Take the starting readings."""
         self.base = {
@@ -153,17 +178,22 @@ class Meter:
             "server": cpu_seconds(self.plan["server_pid"]),
             "upstream": self._upstream_cpu(),
             "client": own_cpu_seconds(),
+            **self._waits(),
         }
         self.t0 = time.perf_counter()
 
     async def stop(self) -> dict[str, Any]:
-        """``{"wall_s", "server_cpu_s", "upstream_cpu_s", "client_cpu_s", "upstream_events"}``."""
+        """``{"wall_s", "server_cpu_s", "upstream_cpu_s", "client_cpu_s",
+        "server_wait_s", "upstream_wait_s", "client_wait_s", "upstream_events"}``
+        (``*_wait_s``: run-queue waits, see :func:`runqueue_wait_seconds`)."""
         wall = time.perf_counter() - self.t0
+        waits = self._waits()
         out = {
             "wall_s": round(wall, 3),
             "server_cpu_s": round(cpu_seconds(self.plan["server_pid"]) - self.base["server"], 3),
             "upstream_cpu_s": round(self._upstream_cpu() - self.base["upstream"], 3),
             "client_cpu_s": round(own_cpu_seconds() - self.base["client"], 3),
+            **{f"{k}_s": round(v - self.base[k], 3) for k, v in waits.items()},
         }
         events = await self._events()
         out["upstream_events"] = None if events is None else events - int(self.base["events"])

@@ -99,7 +99,9 @@ def knee_lines(doc: dict[str, Any]) -> list[str]:
             f"{s['streams']} streams: added TTFT p50/p99 {fmt(s['added_ttft_ms_p50'])}/"
             f"{fmt(s['added_ttft_ms_p99'])} ms, {fmt(s['stalls'])} stalls, "
             f"{fmt(s['tokens_per_cpu_second'])} tokens per CPU-second, server "
-            f"{fmt(s['server_cpu_share'])} core{why}"
+            f"{fmt(s['server_cpu_share'])} core"
+            + (f" (+ {fmt(s['cpu_share']['relay'].get('server_wait_share'))} waiting)" if s.get("cpu_share", {}).get("relay", {}).get("server_wait_share") else "")
+            + why
         )
     return parts
 
@@ -126,13 +128,18 @@ def setup_lines(doc: dict[str, Any]) -> list[str]:
     r = d.get("relay")
     if r:
         m = r["meter"]
+        wait = r["cpu_share"]["relay"].get("server_wait_share")
         lines.append(
             f"Relay phase: TTFT direct p50/p99 {fmt(r['ttft_ms']['direct']['p50'])}/{fmt(r['ttft_ms']['direct']['p99'])} ms, "
             f"relayed {fmt(r['ttft_ms']['relay']['p50'])}/{fmt(r['ttft_ms']['relay']['p99'])} ms (turn-started frame p50 "
             f"{fmt(r['ttft_ms']['relay_turn_started_frame']['p50'])} ms); server CPU {fmt(m['relay'].get('server_cpu_s'))} s "
-            f"over a {fmt(r['phase_s']['relay'])} s relay sub-phase (upstream {fmt(m['relay'].get('upstream_cpu_s'))} s, "
+            f"over a {fmt(r['phase_s']['relay'])} s relay sub-phase"
+            + (f", waiting {fmt(m['relay'].get('server_wait_s'))} s more for its CPU ({wait:.0%} of the time)" if wait is not None else "")
+            + f" (upstream {fmt(m['relay'].get('upstream_cpu_s'))} s, "
             f"client {fmt(m['relay'].get('client_cpu_s'))} s); {r['turns_completed']['relay']} of "
-            f"{r['turns_planned']} relayed turns completed, {r['turns_failed']['relay']} failed."
+            f"{r['turns_planned']} relayed turns completed, {r['turns_failed']['relay']} failed"
+            + (f", {r['turns_not_started']['relay']} not started (phase cap)" if r.get("turns_not_started", {}).get("relay") else "")
+            + "."
         )
     s = d.get("sequential")
     if s:
@@ -155,7 +162,8 @@ def setup_lines(doc: dict[str, Any]) -> list[str]:
             f"Browser: {fmt(b.get('tokens'))} tokens in {fmt(b.get('answer_s'))} s, {fmt(b.get('delta_frames'))} delta "
             f"frames; script {fmt(b.get('script_s'))} s (observer {fmt(b.get('observer_ms'))} ms), layout "
             f"{fmt(b.get('layout_s'))} s, style {fmt(b.get('recalc_style_s'))} s; "
-            f"{b.get('longtasks_over_50ms')} long tasks (> 50 ms); final swap removed "
+            f"{b.get('longtasks_over_50ms')} long tasks (> 50 ms), of which {len(b.get('longtasks_while_streaming_ms') or [])} "
+            f"while the answer streamed (longest {fmt(b.get('longtasks_while_streaming_ms_max'))} ms); final swap removed "
             f"{fmt(b.get('final_swap_removed_nodes'))} nodes; answer root `{b.get('answer_root')}`."
         )
     ph = d.get("phases", {})

@@ -38,8 +38,9 @@ websocket; a "load run" is a direct sub-phase then a relay sub-phase on the same
 - ``db_writes_per_turn``: INSERT/UPDATE/DELETE/REPLACE statements the server ran during the
   relay phase ÷ turns (counted by ``bench.asgi`` on every connection).
 - Knee search: load runs at 25, 50, 100, 150, 200 streams (stopping after the first
-  *overloaded* step: the server used ≥ 90 % of a core, or a turn failed, or the relay
-  sub-phase took more than 1.2 × the direct one, i.e. the schedule slipped).
+  *overloaded* step: the server ran or waited to run (run queue, ``/proc/<pid>/task/*/
+  schedstat``: other processes holding its CPU) for ≥ 90 % of the time, or a turn failed, or
+  the relay sub-phase took more than 1.2 × the direct one, i.e. the schedule slipped).
   ``knee_streams`` = the largest count whose step has added TTFT p99 ≤ 25 ms, no stalls and
   every turn completed; 0 when no step qualifies.
 - Fan-out: one user starts ``lanes × repeats`` turns at once (one per conversation);
@@ -65,7 +66,7 @@ from typing import Any
 
 #: A process using more than this share of one core makes its phase "upstream-bound".
 BOUND_SHARE = 0.8
-#: A knee step is overloaded when the server used at least this share of one core …
+#: A knee step is overloaded when the server ran or waited to run this share of the time …
 OVERLOAD_CPU_SHARE = 0.9
 #: … or when its relay sub-phase took longer than this × the direct one (the schedule slipped).
 OVERLOAD_SLIP = 1.2
@@ -139,13 +140,17 @@ def share(cpu_s: float | None, wall_s: float | None) -> float | None:
 
 def bound(meter: dict[str, Any]) -> dict[str, Any]:
     """Shares of one (sub-)phase's ``meter`` (``wall_s``, ``server_cpu_s``,
-    ``upstream_cpu_s``, ``client_cpu_s``) and whether it is upstream-bound (the upstream or
-    the client above :data:`BOUND_SHARE` of a core)."""
+    ``upstream_cpu_s``, ``client_cpu_s`` and the run-queue waits ``*_wait_s``) of one core,
+    and whether it is upstream-bound (the upstream or the client above :data:`BOUND_SHARE` of
+    a core of CPU time)."""
     wall = meter.get("wall_s")
     out = {
         "server_share": share(meter.get("server_cpu_s"), wall),
         "upstream_share": share(meter.get("upstream_cpu_s"), wall),
         "client_share": share(meter.get("client_cpu_s"), wall),
+        "server_wait_share": share(meter.get("server_wait_s"), wall),
+        "upstream_wait_share": share(meter.get("upstream_wait_s"), wall),
+        "client_wait_share": share(meter.get("client_wait_s"), wall),
     }
     out["upstream_bound"] = any(
         (out[k] or 0.0) > BOUND_SHARE for k in ("upstream_share", "client_share")
@@ -260,6 +265,10 @@ def load_summary(raw: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     }
     details = {
         "turns_planned": params["streams"] * params["turns"],
+        "turns_not_started": {
+            "direct": params["streams"] * params["turns"] - len(rd["turns"]),
+            "relay": params["streams"] * params["turns"] - len(relay_all),
+        },
         "turns_completed": {"direct": len(direct), "relay": len(relay)},
         "turns_failed": {
             "direct": len(rd["turns"]) - len(direct),
@@ -314,9 +323,13 @@ def overloaded(step: dict[str, Any]) -> list[str]:
     an empty list when it is not (see the module docstring)."""
     d = step["details"]
     reasons = []
-    server = d["cpu_share"]["relay"].get("server_share")
-    if server is not None and server >= OVERLOAD_CPU_SHARE:
-        reasons.append(f"server at {server:.0%} of a core")
+    shares = d["cpu_share"]["relay"]
+    server = shares.get("server_share")
+    wait = shares.get("server_wait_share") or 0.0
+    if server is not None and server + wait >= OVERLOAD_CPU_SHARE:
+        reasons.append(
+            f"server at {server:.0%} of a core" + (f" + {wait:.0%} waiting for it" if wait >= 0.005 else "")
+        )
     failed = d["turns_failed"]["relay"] + d["turns_failed"]["direct"]
     if failed:
         reasons.append(f"{failed} turns failed")
@@ -528,7 +541,9 @@ def browser_summary(raw: dict[str, Any]) -> dict[str, Any]:
         },
         "details": {k: v for k, v in raw.items() if k not in ("longtasks_ms",)}
         | {"longtasks_over_50ms": len([x for x in long_tasks if x > 50]),
-           "longtasks_ms_max": _r(max(long_tasks, default=math.nan), 1)},
+           "longtasks_ms_max": _r(max(long_tasks, default=math.nan), 1),
+           "longtasks_while_streaming_ms_max": _r(max(raw.get("longtasks_while_streaming_ms") or [], default=math.nan), 1),
+           "script_ms": _r(script_ms, 1)},
     }
 
 

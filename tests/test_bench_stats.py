@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench import stats
-from bench.browser import CHROMIUM_ARGS, longest_main_task_ms
+from bench.browser import CHROMIUM_ARGS, main_tasks_ms
 from bench.readme import ROWS, render, rewrite, text_table
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -103,9 +103,10 @@ def test_mismatches_count_only_same_keys() -> None:
     [(7.9, 1.0, False), (8.1, 1.0, True), (1.0, 8.1, True), (8.0, 8.0, False)],
 )
 def test_upstream_bound_above_80_percent_of_a_core(upstream: float, client: float, bound: bool) -> None:
-    b = stats.bound(meter(10.0, 9.5, upstream, client))
+    b = stats.bound(meter(10.0, 9.5, upstream, client) | {"server_wait_s": 0.4})
     assert b["upstream_bound"] is bound
     assert b["server_share"] == 0.95
+    assert b["server_wait_share"] == 0.04
 
 
 def test_bound_without_measurements() -> None:
@@ -151,6 +152,9 @@ def test_overloaded_reasons() -> None:
     assert stats.overloaded(step(25, 3.0, failed=2)) == ["2 turns failed"]
     assert stats.overloaded(step(25, 3.0, slip=1.3)) == ["schedule slipped (1.30 × the direct phase)"]
     assert stats.overloaded(step(25, 3.0, cpu=0.89, slip=1.2)) == []
+    starved = step(25, 3.0, cpu=0.6)
+    starved["details"]["cpu_share"]["relay"]["server_wait_share"] = 0.35  # other processes on its CPU
+    assert stats.overloaded(starved) == ["server at 60% of a core + 35% waiting for it"]
 
 
 def test_summarize_knee_and_phases() -> None:
@@ -213,7 +217,7 @@ def test_longest_main_task_from_a_trace() -> None:
         {"ph": "X", "name": "RunTask", "pid": 1, "tid": 8, "dur": 90_000},
         {"ph": "X", "name": "FunctionCall", "pid": 1, "tid": 7, "dur": 95_000},
     ]}
-    assert longest_main_task_ms(json.dumps(trace).encode()) == (48.0, 2)
+    assert main_tasks_ms(json.dumps(trace).encode()) == [48.0, 12.5]
 
 
 def test_chromium_flags_are_the_tests_flags() -> None:
