@@ -53,6 +53,8 @@ test: install-test chromium llama
 lint: install-test
 	$(VENV)/bin/ruff check .
 
-# Every phase (sequential, 100 streams, knee, fan-out, browser); BENCH_ARGS adds or overrides.
+# Every phase (sequential, 100 streams, knee, fan-out, browser), then the README table from
+# bench.json; BENCH_ARGS adds or overrides options (python -m bench --help).
 bench: install-test chromium
 	$(VENV)/bin/python -m bench --browser $(BENCH_ARGS)
+	$(VENV)/bin/python -m bench.readme
