@@ -347,6 +347,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "upstream_stats_url": stats_url,
             "server_port": port,
             "server_pid": server.pid,
+            "server_cpus": sorted(pin.server) if pin.enabled else [],
             "warmup": db["warmup"],
             "warmup_model": model(16, 10, 5, 1),
             "settle_s": 2.0,

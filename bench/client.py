@@ -99,6 +99,22 @@ def runqueue_wait_seconds(pid: int) -> float:
     return total / 1e9
 
 
+def core_seconds(cpus: list[int]) -> tuple[float, float]:
+    """(busy, steal) seconds of the given CPUs since boot, from ``/proc/stat``: busy = user +
+    nice + system + irq + softirq + steal (guest time is inside user); steal = time the
+    hypervisor gave the CPU to someone else."""
+    busy = steal = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *vals = line.split()
+            if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+                continue
+            v = [int(x) for x in vals[:8]]
+            busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+            steal += v[7]
+    return busy / CLK_TCK, steal / CLK_TCK
+
+
 def rss_kb(pid: int) -> int:
     """VmRSS of process ``pid`` in kB (1024 bytes), from ``/proc/<pid>/status``."""
     with open(f"/proc/{pid}/status") as f:
@@ -165,11 +181,14 @@ class Meter:
         return sum(cpu_seconds(p) for p in self.plan["upstream_pids"])
 
     def _waits(self) -> dict[str, float]:
-        return {
+        out = {
             "server_wait": runqueue_wait_seconds(self.plan["server_pid"]),
             "upstream_wait": sum(runqueue_wait_seconds(p) for p in self.plan["upstream_pids"]),
             "client_wait": runqueue_wait_seconds(os.getpid()),
         }
+        if self.plan.get("server_cpus"):  # only when daphne is pinned: its CPU is known
+            out["server_core_busy"], out["server_core_steal"] = core_seconds(self.plan["server_cpus"])
+        return out
 
     async def start(self) -> None:
         """Take the starting readings."""
@@ -185,7 +204,9 @@ class Meter:
     async def stop(self) -> dict[str, Any]:
         """``{"wall_s", "server_cpu_s", "upstream_cpu_s", "client_cpu_s",
         "server_wait_s", "upstream_wait_s", "client_wait_s", "upstream_events"}``
-        (``*_wait_s``: run-queue waits, see :func:`runqueue_wait_seconds`)."""
+        (``*_wait_s``: run-queue waits, see :func:`runqueue_wait_seconds`), and when daphne is
+        pinned ``server_core_busy_s`` / ``server_core_steal_s`` of its CPU(s) (see
+        :func:`core_seconds`; busy minus ``server_cpu_s`` is what other processes took)."""
         wall = time.perf_counter() - self.t0
         waits = self._waits()
         out = {

@@ -100,7 +100,8 @@ def knee_lines(doc: dict[str, Any]) -> list[str]:
             f"{fmt(s['added_ttft_ms_p99'])} ms, {fmt(s['stalls'])} stalls, "
             f"{fmt(s['tokens_per_cpu_second'])} tokens per CPU-second, server "
             f"{fmt(s['server_cpu_share'])} core"
-            + (f" (+ {fmt(s['cpu_share']['relay'].get('server_wait_share'))} waiting)" if s.get("cpu_share", {}).get("relay", {}).get("server_wait_share") else "")
+            + (f" (others {fmt(s['cpu_share']['relay'].get('others_on_server_core_share'))} of its CPU)"
+               if s.get("cpu_share", {}).get("relay", {}).get("others_on_server_core_share") is not None else "")
             + why
         )
     return parts
@@ -128,13 +129,13 @@ def setup_lines(doc: dict[str, Any]) -> list[str]:
     r = d.get("relay")
     if r:
         m = r["meter"]
-        wait = r["cpu_share"]["relay"].get("server_wait_share")
+        others = r["cpu_share"]["relay"].get("others_on_server_core_share")
         lines.append(
             f"Relay phase: TTFT direct p50/p99 {fmt(r['ttft_ms']['direct']['p50'])}/{fmt(r['ttft_ms']['direct']['p99'])} ms, "
             f"relayed {fmt(r['ttft_ms']['relay']['p50'])}/{fmt(r['ttft_ms']['relay']['p99'])} ms (turn-started frame p50 "
             f"{fmt(r['ttft_ms']['relay_turn_started_frame']['p50'])} ms); server CPU {fmt(m['relay'].get('server_cpu_s'))} s "
             f"over a {fmt(r['phase_s']['relay'])} s relay sub-phase"
-            + (f", waiting {fmt(m['relay'].get('server_wait_s'))} s more for its CPU ({wait:.0%} of the time)" if wait is not None else "")
+            + (f", while other processes took {others:.0%} of its CPU" if others is not None else "")
             + f" (upstream {fmt(m['relay'].get('upstream_cpu_s'))} s, "
             f"client {fmt(m['relay'].get('client_cpu_s'))} s); {r['turns_completed']['relay']} of "
             f"{r['turns_planned']} relayed turns completed, {r['turns_failed']['relay']} failed"
@@ -143,9 +144,12 @@ def setup_lines(doc: dict[str, Any]) -> list[str]:
         )
     s = d.get("sequential")
     if s:
+        others = s.get("cpu_share", {}).get("others_on_server_core_share")
         lines.append(
             f"Sequential phase: {s['pairs_used']} pairs of {s['pairs']} used; TTFT direct p50 "
-            f"{fmt(s['direct_ttft_ms']['p50'])} ms, relayed {fmt(s['relay_ttft_ms']['p50'])} ms."
+            f"{fmt(s['direct_ttft_ms']['p50'])} ms, relayed {fmt(s['relay_ttft_ms']['p50'])} ms"
+            + (f"; other processes took {others:.0%} of the server's CPU" if others is not None else "")
+            + "."
         )
     kl = knee_lines(doc)
     if kl:

@@ -38,9 +38,9 @@ websocket; a "load run" is a direct sub-phase then a relay sub-phase on the same
 - ``db_writes_per_turn``: INSERT/UPDATE/DELETE/REPLACE statements the server ran during the
   relay phase ÷ turns (counted by ``bench.asgi`` on every connection).
 - Knee search: load runs at 25, 50, 100, 150, 200 streams (stopping after the first
-  *overloaded* step: the server ran or waited to run (run queue, ``/proc/<pid>/task/*/
-  schedstat``: other processes holding its CPU) for ≥ 90 % of the time, or a turn failed, or
-  the relay sub-phase took more than 1.2 × the direct one, i.e. the schedule slipped).
+  *overloaded* step: the server's CPU was ≥ 90 % busy (``/proc/stat``: daphne plus any other
+  process on it; without pinning: daphne used ≥ 90 % of a core), or a turn failed, or the
+  relay sub-phase took more than 1.2 × the direct one, i.e. the schedule slipped).
   ``knee_streams`` = the largest count whose step has added TTFT p99 ≤ 25 ms, no stalls and
   every turn completed; 0 when no step qualifies.
 - Fan-out: one user starts ``lanes × repeats`` turns at once (one per conversation);
@@ -66,7 +66,7 @@ from typing import Any
 
 #: A process using more than this share of one core makes its phase "upstream-bound".
 BOUND_SHARE = 0.8
-#: A knee step is overloaded when the server ran or waited to run this share of the time …
+#: A knee step is overloaded when the server's CPU was busy this share of the time …
 OVERLOAD_CPU_SHARE = 0.9
 #: … or when its relay sub-phase took longer than this × the direct one (the schedule slipped).
 OVERLOAD_SLIP = 1.2
@@ -139,10 +139,11 @@ def share(cpu_s: float | None, wall_s: float | None) -> float | None:
 
 
 def bound(meter: dict[str, Any]) -> dict[str, Any]:
-    """Shares of one (sub-)phase's ``meter`` (``wall_s``, ``server_cpu_s``,
-    ``upstream_cpu_s``, ``client_cpu_s`` and the run-queue waits ``*_wait_s``) of one core,
-    and whether it is upstream-bound (the upstream or the client above :data:`BOUND_SHARE` of
-    a core of CPU time)."""
+    """Shares of one (sub-)phase's ``meter`` of one core: CPU of the server, the upstream and
+    the client; their run-queue waits (``*_wait_s``: runnable threads not running, behind
+    each other or behind other processes); with pinning, how busy the server's CPU was and how
+    much of it other processes took; and whether the phase is upstream-bound (the upstream or
+    the client above :data:`BOUND_SHARE` of a core of CPU time)."""
     wall = meter.get("wall_s")
     out = {
         "server_share": share(meter.get("server_cpu_s"), wall),
@@ -151,6 +152,12 @@ def bound(meter: dict[str, Any]) -> dict[str, Any]:
         "server_wait_share": share(meter.get("server_wait_s"), wall),
         "upstream_wait_share": share(meter.get("upstream_wait_s"), wall),
         "client_wait_share": share(meter.get("client_wait_s"), wall),
+        "server_core_busy_share": share(meter.get("server_core_busy_s"), wall),
+        "others_on_server_core_share": share(
+            None if meter.get("server_core_busy_s") is None
+            else max(0.0, meter["server_core_busy_s"] - (meter.get("server_cpu_s") or 0.0)),
+            wall,
+        ),
     }
     out["upstream_bound"] = any(
         (out[k] or 0.0) > BOUND_SHARE for k in ("upstream_share", "client_share")
@@ -325,11 +332,14 @@ def overloaded(step: dict[str, Any]) -> list[str]:
     reasons = []
     shares = d["cpu_share"]["relay"]
     server = shares.get("server_share")
-    wait = shares.get("server_wait_share") or 0.0
-    if server is not None and server + wait >= OVERLOAD_CPU_SHARE:
+    busy = shares.get("server_core_busy_share")
+    if busy is not None and busy >= OVERLOAD_CPU_SHARE:
+        others = shares.get("others_on_server_core_share") or 0.0
         reasons.append(
-            f"server at {server:.0%} of a core" + (f" + {wait:.0%} waiting for it" if wait >= 0.005 else "")
+            f"server's CPU {busy:.0%} busy ({server or 0:.0%} daphne, {others:.0%} other processes)"
         )
+    elif busy is None and server is not None and server >= OVERLOAD_CPU_SHARE:
+        reasons.append(f"server at {server:.0%} of a core")
     failed = d["turns_failed"]["relay"] + d["turns_failed"]["direct"]
     if failed:
         reasons.append(f"{failed} turns failed")

@@ -103,10 +103,12 @@ def test_mismatches_count_only_same_keys() -> None:
     [(7.9, 1.0, False), (8.1, 1.0, True), (1.0, 8.1, True), (8.0, 8.0, False)],
 )
 def test_upstream_bound_above_80_percent_of_a_core(upstream: float, client: float, bound: bool) -> None:
-    b = stats.bound(meter(10.0, 9.5, upstream, client) | {"server_wait_s": 0.4})
+    b = stats.bound(meter(10.0, 9.5, upstream, client) | {"server_wait_s": 0.4, "server_core_busy_s": 9.8})
     assert b["upstream_bound"] is bound
     assert b["server_share"] == 0.95
     assert b["server_wait_share"] == 0.04
+    assert b["server_core_busy_share"] == 0.98
+    assert b["others_on_server_core_share"] == 0.03
 
 
 def test_bound_without_measurements() -> None:
@@ -148,13 +150,16 @@ def test_knee_is_zero_when_no_step_qualifies() -> None:
 
 def test_overloaded_reasons() -> None:
     assert stats.overloaded(step(25, 3.0)) == []
-    assert stats.overloaded(step(25, 3.0, cpu=0.95)) == ["server at 95% of a core"]
+    assert stats.overloaded(step(25, 3.0, cpu=0.95)) == ["server at 95% of a core"]  # not pinned
     assert stats.overloaded(step(25, 3.0, failed=2)) == ["2 turns failed"]
     assert stats.overloaded(step(25, 3.0, slip=1.3)) == ["schedule slipped (1.30 × the direct phase)"]
     assert stats.overloaded(step(25, 3.0, cpu=0.89, slip=1.2)) == []
-    starved = step(25, 3.0, cpu=0.6)
-    starved["details"]["cpu_share"]["relay"]["server_wait_share"] = 0.35  # other processes on its CPU
-    assert stats.overloaded(starved) == ["server at 60% of a core + 35% waiting for it"]
+    starved = step(25, 3.0, cpu=0.6)  # pinned: other processes took 35 % of the server's CPU
+    starved["details"]["cpu_share"]["relay"] |= {"server_core_busy_share": 0.95, "others_on_server_core_share": 0.35}
+    assert stats.overloaded(starved) == ["server's CPU 95% busy (60% daphne, 35% other processes)"]
+    idle = step(25, 3.0, cpu=0.6)
+    idle["details"]["cpu_share"]["relay"] |= {"server_core_busy_share": 0.7, "others_on_server_core_share": 0.1}
+    assert stats.overloaded(idle) == []
 
 
 def test_summarize_knee_and_phases() -> None:
