@@ -13,7 +13,9 @@ frame:
   ``TaskDuration``, ``LayoutDuration`` and ``RecalcStyleDuration`` beside it;
 - ``longest_task_ms``: the longest task of the renderer's main thread (``CrRendererMain``) in a
   Chromium trace (category ``disabled-by-default-devtools.timeline``, events ``RunTask``) over
-  the same window (the ten longest in ``longest_tasks_ms``), and ``longtasks_ms``:
+  the same window (the ten longest in ``longest_tasks_ms``, with their thread CPU time in
+  ``longest_tasks_cpu_ms``: on a busy machine a task's wall time includes preemption), and
+  ``longtasks_ms``:
   PerformanceObserver ``longtask`` entries (> 50 ms), split into those that started while the
   answer streamed and after its last word arrived (the final swap);
 - ``recreated_nodes``: DOM nodes re-created above the streaming point, measured generically
@@ -143,9 +145,11 @@ OBSERVER_JS = r"""
 """
 
 
-def main_tasks_ms(trace: bytes) -> list[float]:
-    """Durations (ms) of the ``RunTask`` events on any ``CrRendererMain`` thread of a Chromium
-    trace (JSON bytes from ``browser.stop_tracing()``), longest first."""
+def main_tasks_ms(trace: bytes) -> list[tuple[float, float | None]]:
+    """(wall ms, thread CPU ms or None) of the ``RunTask`` events on any ``CrRendererMain``
+    thread of a Chromium trace (JSON bytes from ``browser.stop_tracing()``; ``dur`` and
+    ``tdur`` in µs), longest wall time first. On a busy machine wall exceeds CPU: the task was
+    preempted."""
     doc = json.loads(trace)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     main = {
@@ -154,12 +158,12 @@ def main_tasks_ms(trace: bytes) -> list[float]:
         if e.get("ph") == "M" and e.get("name") == "thread_name"
         and (e.get("args") or {}).get("name") == "CrRendererMain"
     }
-    durs = [
-        e["dur"] / 1000.0
+    tasks = [
+        (e["dur"] / 1000.0, e["tdur"] / 1000.0 if "tdur" in e else None)
         for e in events
         if e.get("ph") == "X" and e.get("name") == "RunTask" and (e.get("pid"), e.get("tid")) in main
     ]
-    return sorted(durs, reverse=True)
+    return sorted(tasks, key=lambda t: t[0], reverse=True)
 
 
 def _metrics(cdp: Any) -> dict[str, float]:
@@ -249,8 +253,10 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         "layout_s": d("LayoutDuration"),
         "recalc_style_s": d("RecalcStyleDuration"),
         "observer_ms": round(report["observerMs"], 1),
-        "longest_task_ms": round(tasks[0], 1) if tasks else None,
-        "longest_tasks_ms": [round(x, 1) for x in tasks[:10]],
+        "longest_task_ms": round(tasks[0][0], 1) if tasks else None,
+        "longest_tasks_ms": [round(w, 1) for w, _ in tasks[:10]],
+        "longest_tasks_cpu_ms": [None if c is None else round(c, 1) for _, c in tasks[:10]],
+        "longest_task_by_cpu_ms": max((c for _, c in tasks if c is not None), default=None),
         "traced_tasks": len(tasks),
         "longtasks_ms": [round(d, 1) for _, d in long_tasks],
         "longtasks_while_streaming_ms": [round(d, 1) for t, d in long_tasks if complete_ms is None or t < complete_ms],

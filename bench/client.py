@@ -7,11 +7,11 @@ order:
 1. **sequential** (1 stream): warm-up pairs, then ``pairs`` pairs of turns on one
    conversation: a direct turn, then the relayed turn with the same user text (so both get
    the same answer), ``gap_s`` apart.
-2. **relay** (the 100-stream phase): a load run (below) with, between its two sub-phases, one
-   relayed warm-up turn and the idle-socket memory measurement: server VmRSS, then N
-   websockets opened and left idle for ``settle_s``, then VmRSS again; during the relay
-   sub-phase the server's VmRSS is sampled every 100 ms and its DB write counter
-   (``bench.asgi``) read around it.
+2. **relay** (the 100-stream phase): a load run (below) with one relayed warm-up turn between
+   its two sub-phases; during the relay sub-phase the server's VmRSS is sampled every 100 ms
+   and its DB write counter (``bench.asgi``) read around it. Its idle-socket memory is
+   measured first of all, on the fresh server right after the first warm-up turn: server
+   VmRSS, then its N websockets opened and left idle for ``settle_s``, VmRSS again, closed.
 3. **knee**: a load run per stream count (fresh conversations each), stopping after the first
    overloaded step (:func:`bench.stats.overloaded`).
 4. **fanout**: one user's ``lanes × repeats`` conversations, each with an open socket; all
@@ -882,22 +882,34 @@ async def relay_load(
     return result
 
 
+async def idle_sockets(plan: dict[str, Any]) -> dict[str, int]:
+    """Server VmRSS before and with the relay phase's N sockets open and idle for
+    ``settle_s`` (then closed). Run on the fresh server right after the warm-up turn, so no
+    earlier phase's freed heap absorbs the sockets."""
+    pid = plan["server_pid"]
+    before = rss_kb(pid)
+    sockets = await open_sockets(plan, plan["relay"]["specs"])
+    await asyncio.sleep(plan["settle_s"])
+    idle = rss_kb(pid)
+    await close_sockets(sockets)
+    return {"before_idle": before, "idle": idle, "sockets": len(sockets)}
+
+
 async def relay_phase(plan: dict[str, Any]) -> dict[str, Any]:
-    """The 100-stream phase: direct, warm-up, idle sockets, relay (see the module docstring)."""
+    """The 100-stream phase: direct, warm-up, sockets, relay (see the module docstring)."""
     load = plan["relay"]
     direct = await direct_load(plan, load, load["streams"], "relay")
     warm = await warmup(plan)
     pid = plan["server_pid"]
-    rss_before = rss_kb(pid)
     sockets = await open_sockets(plan, load["specs"])
     await asyncio.sleep(plan["settle_s"])
-    rss_idle = rss_kb(pid)
+    rss_open = rss_kb(pid)
     relay = await relay_load(plan, load, sockets, "relay", sample_rss=True)
     relay["warmup_status"] = warm
     relay["rss_kb"] = {
-        "before_idle": rss_before,
-        "idle": rss_idle,
-        "peak_active": relay.pop("rss_peak_active") or rss_idle,
+        **plan.get("_idle_rss", {}),
+        "idle_at_relay": rss_open,
+        "peak_active": relay.pop("rss_peak_active") or rss_open,
         "after": rss_kb(pid),
     }
     await close_sockets(sockets)
@@ -982,6 +994,9 @@ async def run(plan: dict[str, Any]) -> dict[str, Any]:
     """The plan's phases in order (one warm-up turn first); the raw result for
     :func:`bench.stats.summarize`."""
     out: dict[str, Any] = {"warmup_status": await warmup(plan), "phase_wall_s": {}, "loadavg": {}}
+    if "relay" in plan["phases"]:
+        await asyncio.sleep(1.0)
+        plan["_idle_rss"] = out["idle_rss_kb"] = await idle_sockets(plan)
     for name in plan["phases"]:
         if name not in PHASES:
             continue

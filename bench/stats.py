@@ -25,9 +25,10 @@ websocket; a "load run" is a direct sub-phase then a relay sub-phase on the same
   defaults 2 × 40 ms = 80 ms). ``stalls`` counts them over all turns.
 - ``tokens_per_cpu_second``: answer tokens relayed (completed turns × tokens per turn) ÷ the
   daphne process's CPU seconds (utime + stime from ``/proc/<pid>/stat``) over the relay phase.
-- ``idle_socket_kb``: (server VmRSS with N idle sockets open − VmRSS before) ÷ N.
-- ``active_stream_kb``: (peak server VmRSS while turns stream − VmRSS with the idle sockets) ÷
-  the peak number of turns in flight.
+- ``idle_socket_kb``: (server VmRSS with N idle sockets open − VmRSS before) ÷ N, measured on
+  the fresh server after one warm-up turn, before any phase.
+- ``active_stream_kb``: (peak server VmRSS while turns stream − VmRSS with the relay phase's
+  sockets open before its turns) ÷ the peak number of turns in flight.
 - ``frames_per_turn`` / ``bytes_per_turn``: websocket frames / payload bytes (UTF-8 text)
   received per turn: the turn-started frame, the deltas and the final frame (and any other
   frame that arrives while the turn runs). ``text_bytes_per_turn``: UTF-8 bytes of the answer.
@@ -261,8 +262,10 @@ def load_summary(raw: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         "added_gap_ms_p99": _r(percentile(r_gaps, 99) - percentile(ideal_gaps, 99)),
         "stalls": stalls,
         "tokens_per_cpu_second": _r(tokens_relayed / cpu_s, 0) if cpu_s else None,
-        "idle_socket_kb": _r((rss["idle"] - rss["before_idle"]) / params["streams"]) if rss else None,
-        "active_stream_kb": _r((rss["peak_active"] - rss["idle"]) / peak_active) if rss else None,
+        "idle_socket_kb": _r((rss["idle"] - rss["before_idle"]) / params["streams"])
+        if rss and "idle" in rss else None,
+        "active_stream_kb": _r((rss["peak_active"] - rss.get("idle_at_relay", rss["idle"])) / peak_active)
+        if rss else None,
         "frames_per_turn": _r(frames / n_turns),
         "bytes_per_turn": _r(nbytes / n_turns, 0),
         "text_bytes_per_turn": _r(text_bytes / n_turns, 0),

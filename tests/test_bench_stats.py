@@ -218,11 +218,11 @@ def test_longest_main_task_from_a_trace() -> None:
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "CrRendererMain"}},
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 8, "args": {"name": "Compositor"}},
         {"ph": "X", "name": "RunTask", "pid": 1, "tid": 7, "dur": 12_500},
-        {"ph": "X", "name": "RunTask", "pid": 1, "tid": 7, "dur": 48_000},
+        {"ph": "X", "name": "RunTask", "pid": 1, "tid": 7, "dur": 48_000, "tdur": 20_000},
         {"ph": "X", "name": "RunTask", "pid": 1, "tid": 8, "dur": 90_000},
         {"ph": "X", "name": "FunctionCall", "pid": 1, "tid": 7, "dur": 95_000},
     ]}
-    assert main_tasks_ms(json.dumps(trace).encode()) == [48.0, 12.5]
+    assert main_tasks_ms(json.dumps(trace).encode()) == [(48.0, 20.0), (12.5, None)]
 
 
 def test_chromium_flags_are_the_tests_flags() -> None:
@@ -278,3 +278,12 @@ def test_readme_table_lists_every_figure() -> None:
     out = rewrite("a\n<!-- bench:start -->\nold\n<!-- bench:end -->\nb\n", doc)
     assert out.startswith("a\n<!-- bench:start -->\n| Figure") and out.endswith("<!-- bench:end -->\nb\n")
     assert "Knee: most streams" in text_table(doc)
+
+
+def test_memory_figures_use_the_fresh_idle_measurement() -> None:
+    raw = load_raw([100.0] * 4, [105.0] * 4)
+    raw["relay"]["rss_kb"] = {"before_idle": 90_000, "idle": 90_400, "idle_at_relay": 95_000, "peak_active": 95_800}
+    raw["relay"]["peak_in_flight"] = 4
+    f = stats.load_summary(raw, PARAMS)["figures"]
+    assert f["idle_socket_kb"] == 100.0  # 400 kB ÷ 4 sockets
+    assert f["active_stream_kb"] == 200.0  # 800 kB ÷ 4 turns in flight
