@@ -100,7 +100,7 @@ def knee_lines(doc: dict[str, Any]) -> list[str]:
             f"{fmt(s['added_ttft_ms_p99'])} ms, {fmt(s['stalls'])} stalls, "
             f"{fmt(s['tokens_per_cpu_second'])} tokens per CPU-second, server "
             f"{fmt(s['server_cpu_share'])} core"
-            + (f" (others {fmt(s['cpu_share']['relay'].get('others_on_server_core_share'))} of its CPU)"
+            + (f" (other processes on its CPU {fmt(s['cpu_share']['relay'].get('others_on_server_core_share'))})"
                if s.get("cpu_share", {}).get("relay", {}).get("others_on_server_core_share") is not None else "")
             + why
         )
@@ -130,12 +130,14 @@ def setup_lines(doc: dict[str, Any]) -> list[str]:
     if r:
         m = r["meter"]
         others = r["cpu_share"]["relay"].get("others_on_server_core_share")
+        wait = m["relay"].get("server_wait_s")
         lines.append(
             f"Relay phase: TTFT direct p50/p99 {fmt(r['ttft_ms']['direct']['p50'])}/{fmt(r['ttft_ms']['direct']['p99'])} ms, "
             f"relayed {fmt(r['ttft_ms']['relay']['p50'])}/{fmt(r['ttft_ms']['relay']['p99'])} ms (turn-started frame p50 "
             f"{fmt(r['ttft_ms']['relay_turn_started_frame']['p50'])} ms); server CPU {fmt(m['relay'].get('server_cpu_s'))} s "
             f"over a {fmt(r['phase_s']['relay'])} s relay sub-phase"
-            + (f", while other processes took {others:.0%} of its CPU" if others is not None else "")
+            + (f" (other processes ran on its CPU {others:.0%} of the time; its threads waited {fmt(wait)} s "
+               f"ready to run)" if others is not None and wait is not None else "")
             + f" (upstream {fmt(m['relay'].get('upstream_cpu_s'))} s, "
             f"client {fmt(m['relay'].get('client_cpu_s'))} s); {r['turns_completed']['relay']} of "
             f"{r['turns_planned']} relayed turns completed, {r['turns_failed']['relay']} failed"
@@ -145,10 +147,13 @@ def setup_lines(doc: dict[str, Any]) -> list[str]:
     s = d.get("sequential")
     if s:
         others = s.get("cpu_share", {}).get("others_on_server_core_share")
+        sm = s.get("meter", {})
         lines.append(
-            f"Sequential phase: {s['pairs_used']} pairs of {s['pairs']} used; TTFT direct p50 "
-            f"{fmt(s['direct_ttft_ms']['p50'])} ms, relayed {fmt(s['relay_ttft_ms']['p50'])} ms"
-            + (f"; other processes took {others:.0%} of the server's CPU" if others is not None else "")
+            f"Sequential phase: {s['pairs_used']} pairs of {s['pairs']} used; TTFT direct p50/p99 "
+            f"{fmt(s['direct_ttft_ms']['p50'])}/{fmt(s['direct_ttft_ms']['p99'])} ms, relayed "
+            f"{fmt(s['relay_ttft_ms']['p50'])}/{fmt(s['relay_ttft_ms']['p99'])} ms"
+            + (f"; the server ran {fmt(sm.get('server_cpu_s'))} s and its threads waited {fmt(sm.get('server_wait_s'))} s "
+               f"ready to run, other processes ran on its CPU {others:.0%} of the time" if others is not None else "")
             + "."
         )
     kl = knee_lines(doc)
