@@ -60,5 +60,8 @@ test: install-test chromium llama
 lint: install-test
 	$(VENV)/bin/ruff check .
 
-bench: install-test
-	$(VENV)/bin/python -m bench $(BENCH_ARGS)
+# Every phase (sequential, 100 streams, knee, fan-out, browser), then the README table from
+# bench.json; BENCH_ARGS adds or overrides options (python -m bench --help).
+bench: install-test chromium
+	$(VENV)/bin/python -m bench --browser $(BENCH_ARGS)
+	$(VENV)/bin/python -m bench.readme

@@ -1,33 +1,42 @@
-"""Prepare the benchmark's own database: ``python -m bench.setup_db --sim URL --streams N --users U``.
+"""Prepare the benchmark's own database: ``python -m bench.setup_db SPEC.json``.
 
 Run in a subprocess whose environment carries the benchmark's ``DATABASE_URL`` (a SQLite file
-in a temp dir) and settings. It migrates, then creates ``U`` users (unusable passwords: no
-password hashing), one endpoint per user pointing at the standalone simulator (``URL`` ends in
-``/v1``), ``N`` conversations (stream ``i`` belongs to user ``i % U``) plus one warm-up
-conversation, and a logged-in session per user made with Django's ``SessionStore`` (what a
-login would store). Prints one JSON line::
+in a temp dir) and settings. ``SPEC.json``::
 
-    {"streams": [{"conversation_id", "endpoint_id", "session"}, …], "warmup": {…}}
+    {"style": "openai_chat", "upstream": "http://127.0.0.1:P/v1",
+     "browser_upstream": "http://127.0.0.1:Q/v1",            # the lean upstream (markdown)
+     "users": U, "groups": {"relay": N, "knee25": 25, …},    # conversations per group, one
+     "fanout": F, "browser_model": "bench-md?…"}             # user per stream (user i % U)
 
-May import: Django, chat.services, chat.models.
+It migrates (and with ``"collectstatic": true`` collects the static files into ``STATIC_ROOT``,
+as a production install does: the pages need the hashed manifest), then creates ``U`` users (unusable passwords: no password hashing), each with one
+endpoint of the given API style at the upstream; for each group, conversations whose stream
+``i`` belongs to user ``i % U``; one conversation for the sequential phase and one warm-up
+conversation (user 0); a separate user with ``F`` conversations for the fan-out burst; a user
+whose endpoint points at ``browser_upstream`` with ``browser_model`` as its default model, and
+one conversation, for the browser phase. Each user gets a logged-in session made with Django's
+``SessionStore`` (what a login would store). Prints one JSON line::
+
+    {"groups": {name: [{"conversation_id", "endpoint_id", "session"}, …]},
+     "sequential": {…}, "warmup": {…}, "fanout": [{…}, …], "browser": {…},
+     "frame_interval_s": the server's PLAYGROUND_FRAME_INTERVAL_S (None if it has none)}
+
+May import: Django, chat.services.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import sys
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> None:
     """Migrate and create the rows; print the JSON line described in the module docstring."""
-    parser = argparse.ArgumentParser(prog="python -m bench.setup_db")
-    parser.add_argument(
-        "--sim", required=True, help="simulator base URL, e.g. http://127.0.0.1:8100/v1"
-    )
-    parser.add_argument("--streams", type=int, required=True)
-    parser.add_argument("--users", type=int, required=True)
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as f:
+        spec = json.load(f)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
     import django
@@ -45,24 +54,44 @@ def main(argv: list[str] | None = None) -> None:
     from chat import services
 
     call_command("migrate", interactive=False, verbosity=0)
+    if spec.get("collectstatic"):  # production settings serve the hashed manifest (whitenoise)
+        call_command("collectstatic", interactive=False, verbosity=0)
     User = get_user_model()
-    users = []
-    for u in range(max(1, args.users)):
-        user = User.objects.create_user(username=f"bench{u}", password=None)  # unusable: no hashing
-        endpoint = services.endpoint_create(user=user, name="Bench simulator", base_url=args.sim)
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        users.append((user, endpoint, session.session_key))
 
-    def conversation(i: int) -> dict[str, object]:
-        user, endpoint, key = users[i % len(users)]
-        conv = services.conversation_create(user=user, endpoint=endpoint)
+    def user(name: str, base_url: str, model: str = "") -> tuple[Any, Any, str]:
+        u = User.objects.create_user(username=name, password=None)  # unusable: no hashing
+        endpoint = services.endpoint_create(
+            user=u, name="Bench upstream", base_url=base_url, api_style=spec["style"],
+            default_model=model,
+        )
+        session = SessionStore()
+        session[SESSION_KEY] = str(u.pk)
+        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        session[HASH_SESSION_KEY] = u.get_session_auth_hash()
+        session.create()
+        return u, endpoint, session.session_key
+
+    def conversation(owner: tuple[Any, Any, str]) -> dict[str, Any]:
+        u, endpoint, key = owner
+        conv = services.conversation_create(user=u, endpoint=endpoint)
         return {"conversation_id": conv.pk, "endpoint_id": endpoint.pk, "session": key}
 
-    out = {"streams": [conversation(i) for i in range(args.streams)], "warmup": conversation(0)}
+    users = [user(f"bench{i}", spec["upstream"]) for i in range(max(1, spec["users"]))]
+    out: dict[str, Any] = {
+        "groups": {
+            name: [conversation(users[i % len(users)]) for i in range(n)]
+            for name, n in spec["groups"].items()
+        },
+        "sequential": conversation(users[0]),
+        "warmup": conversation(users[0]),
+    }
+    fan = user("bench-fanout", spec["upstream"])
+    out["fanout"] = [conversation(fan) for _ in range(spec["fanout"])]
+    browser = user("bench-browser", spec["browser_upstream"], spec["browser_model"])
+    out["browser"] = conversation(browser)
+    from django.conf import settings
+
+    out["frame_interval_s"] = getattr(settings, "PLAYGROUND_FRAME_INTERVAL_S", None)
     print(json.dumps(out), flush=True)
 
 
