@@ -920,7 +920,10 @@ class TurnRunner:
         try:
             await asyncio.to_thread(self._close_blocks)
             view = turn.view()
-            frame, full = await asyncio.to_thread(lambda: (frames.final(view), frames.final_full(view)))
+            to_cluster = cluster.enabled
+            frame, full = await asyncio.to_thread(
+                lambda: (frames.final(view), frames.final_full(view) if to_cluster else "")
+            )
         except Exception:
             log.error("rendering the final frame of turn %s failed", turn.message_id, exc_info=True)
             view = turn.view()
@@ -928,9 +931,10 @@ class TurnRunner:
             frame = full = frames.final_fallback(view)
             turn.blocks = {"text": StreamedBlocks(), "reasoning": StreamedBlocks()}
         self._flush(tail=frame)
-        cluster.publish(conversation_group(turn.spec.conversation_id), {
-            "type": "turn.final", "mid": str(turn.message_id), "html": full,
-        })
+        if full:
+            cluster.publish(conversation_group(turn.spec.conversation_id), {
+                "type": "turn.final", "mid": str(turn.message_id), "html": full,
+            })
 
     def _close_blocks(self) -> None:
         turn = self.turn
