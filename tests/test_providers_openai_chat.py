@@ -20,6 +20,7 @@ import pytest
 
 from chat.providers import ADAPTERS, get_adapter, openai_chat
 from chat.providers.base import (
+    AnswerWasReasoning,
     ChatMessage,
     ChatRequest,
     ContentPart,
@@ -967,8 +968,15 @@ THINK_CASES = [
     ("<", "", "<"),
     ("<thi", "", "<thi"),
     ("<b>bold</b>", "", "<b>bold</b>"),
-    ("<thinking>x</thinking>", "", "<thinking>x</thinking>"),
+    ("<thinking>x</thinking>", "x", ""),
+    ("\n<thinking>\nplan</thinking>\nanswer", "plan", "answer"),
     ("Hi <think>not reasoning</think>", "", "Hi <think>not reasoning</think>"),
+    # a closing tag without an opening one (templates that open <think> in the prompt)
+    ("Plan: add 2+2</think>4", "Plan: add 2+2", "4"),
+    ("Plan</thinking>\n\nAnswer", "Plan", "Answer"),
+    ("x</think>y</think>z", "x", "y</think>z"),
+    ("a </b> </thinker> b", "", "a </b> </thinker> b"),
+    ("2 </thi", "", "2 </thi"),
     ("<think>unclosed, cut by max_tokens", "unclosed, cut by max_tokens", ""),
     ("<think>a</thin", "a</thin", ""),
     ("<think>x < y and </thinking> </think>done", "x < y and </thinking> ", "done"),
@@ -979,14 +987,25 @@ THINK_CASES = [
 
 
 def _split(pieces: list[str]) -> tuple[str, str]:
+    """Feed ``pieces`` and apply the events as the runner does (``AnswerWasReasoning`` moves
+    the answer so far to the reasoning)."""
     splitter = ThinkSplitter()
     out = []
     for piece in pieces:
         out.extend(splitter.feed(piece))
     out.extend(splitter.flush())
-    reasoning = "".join(e.text for e in out if isinstance(e, ReasoningDelta))
-    answer = "".join(e.text for e in out if isinstance(e, TextDelta))
-    assert all(e.text for e in out)  # never empty deltas
+    reasoning, answer = "", ""
+    for event in out:
+        if isinstance(event, AnswerWasReasoning):
+            assert answer, "AnswerWasReasoning only after answer text"
+            reasoning, answer = reasoning + answer, ""
+        elif isinstance(event, ReasoningDelta):
+            assert event.text  # never empty deltas
+            reasoning += event.text
+        else:
+            assert isinstance(event, TextDelta) and event.text
+            answer += event.text
+    assert sum(isinstance(e, AnswerWasReasoning) for e in out) <= 1
     return reasoning, answer
 
 

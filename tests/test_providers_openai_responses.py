@@ -465,7 +465,13 @@ async def test_http_errors_from_seed_examples(status, name, payload):
         events, error = await collect(client)
     assert error.status == status
     inner = payload["error"]
-    if isinstance(inner, str):
+    if status == 404 and "model" not in json.dumps(payload).lower():
+        # seed 000's "simple" 404 {"error": "Not found"} (wrong endpoint): the route is missing,
+        # so the error points at the base URL / API style, quoting the server
+        assert error.code == "path_not_found"
+        assert "POST /v1/responses" in error.message and "openai_responses" in error.message
+        assert f"(the server said: {inner})" in error.message
+    elif isinstance(inner, str):
         assert error.message == inner
     else:
         assert error.message == inner["message"]
