@@ -37,6 +37,7 @@ from chat.providers.base import (
     ToolCallDelta,
     Usage,
 )
+from tests.provider_events import applied
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic_messages"
 LLAMACPP = Path(__file__).parent / "fixtures" / "llamacpp"
@@ -114,11 +115,12 @@ async def replay(name: str, size: int | None = None):
 
 
 def text_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
+    """The answer as the runner ends up with it (AnswerWasReasoning / FinalText applied)."""
+    return applied(events)[1]
 
 
 def reasoning_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    return applied(events)[0]
 
 
 def finishes(events) -> list[Finish]:
@@ -207,6 +209,32 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "reasoning": "Ünïcödé thoughts 思考",
         "signatures": ["sig-ü-1"],
         "finish": [Finish("stop", "end_turn")],
+    },
+    # issue 7 faults (see each fixture's source.txt)
+    "surrogate_split": {
+        "text": "Smile 😀 done",
+        "finish": [Finish("stop", "end_turn")],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4},
+    },
+    "orphan_think_close": {
+        "text": "4",
+        "reasoning": "Plan: add 2+2",
+        "finish": [Finish("stop", "end_turn")],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 6},
+    },
+    "server_tools": {
+        "text": "I'll search for that.It is sunny, 22 °C.",
+        "finish": [Finish("stop", "end_turn")],
+        "tools": {},  # the server ran the search: no client tool call
+        "usage": {"prompt_tokens": 10682, "completion_tokens": 510, "total_tokens": 11192},
+    },
+    "redacted_thinking": {
+        "text": "",
+        "reasoning": "Need the weather tool.",
+        "signatures": ["EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"],
+        "finish": [Finish("tool_calls", "tool_use")],
+        "tools": {0: {"id": "toolu_01", "name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        "usage": {"prompt_tokens": 40, "completion_tokens": 87},
     },
 }
 

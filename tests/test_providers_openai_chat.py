@@ -33,12 +33,14 @@ from chat.providers.base import (
     RawEvent,
     ReasoningDelta,
     ResponseStarted,
+    StreamWarning,
     TextDelta,
     TokenLogprob,
     ToolCallDelta,
     Usage,
 )
 from chat.providers.openai_chat import ThinkSplitter, build_request, normalize_usage
+from tests.provider_events import applied
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_chat"
 KEY = "sk-secret-KEY-0123456789abcdef"
@@ -127,11 +129,12 @@ async def replay(name: str, size: int | None = None):
 
 
 def text_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
+    """The answer as the runner ends up with it (AnswerWasReasoning / FinalText applied)."""
+    return applied(events)[1]
 
 
 def reasoning_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    return applied(events)[0]
 
 
 def finishes(events) -> list[str | None]:
@@ -209,7 +212,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "no_usage": {"text": "Hello there.", "finish": ["stop"], "usage": None},
     "no_done_with_finish": {"text": "Complete answer.", "finish": ["stop"], "usage": None},
-    "cut": {"text": "The answer is probably", "finish": [], "error": "stream_cut"},
+    # the half event before EOF is reported (incomplete_event), then the cut is raised
+    "cut": {"text": "The answer is probably", "finish": [], "error": "stream_cut", "warnings": 1},
     "error_mid_stream": {"text": "Calling the tool", "finish": [], "error": "model_output_error"},
     "crlf": {"text": "Line one. Line two.", "finish": ["stop"]},
     "keepalive_comments": {
@@ -242,6 +246,17 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "tool_calls": {"text": "", "finish": ["tool_calls"], "usage": None},
     "event_error": {"text": "Partial", "finish": [], "error": "overloaded_error"},
+    # issue 7 faults (see each fixture's source.txt)
+    "surrogate_split": {
+        "text": "Smile 😀 done",
+        "finish": ["stop"],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 5},
+    },
+    "orphan_think_close": {"text": "4", "reasoning": "Plan: add 2+2", "finish": ["stop"]},
+    "parallel_same_index": {"text": "", "finish": ["tool_calls"], "usage": None},
+    "cut_json_chunk": {"text": "Hello there", "finish": ["stop"], "warnings": 1},
+    # served as a 200 here: the same body as an in-stream error chunk
+    "http_429_sse_body": {"text": "", "finish": [], "error": "rate_limit_exceeded"},
 }
 
 
@@ -276,6 +291,8 @@ async def test_fixture(name: str, size: int | None):
             assert usage is not None
             for field, value in expected["usage"].items():
                 assert getattr(usage, field) == value, field
+    warnings = [e for e in events if isinstance(e, StreamWarning)]
+    assert len(warnings) == expected.get("warnings", 0)
     # every semantic event is preceded by the RawEvent of the SSE event it came from
     for i, event in enumerate(events[1:], start=1):
         if not isinstance(event, RawEvent):

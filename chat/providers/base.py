@@ -19,6 +19,7 @@ May import: the standard library only (no Django, no httpx here).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -554,14 +555,23 @@ def fix_surrogates(text: str) -> str:
 
 
 def fix_surrogates_deep(value: Any) -> Any:
-    """:func:`fix_surrogates` applied to every string (keys too) inside dicts, lists and
-    tuples (e.g. ``Usage.raw``); other values are returned as they are."""
+    """:func:`fix_surrogates` applied to every string (keys too) inside dicts, lists, tuples
+    and dataclass instances (e.g. ``Usage.raw``, ``LogprobsDelta.tokens``); other values are
+    returned as they are. Returns an equal value when nothing needed fixing."""
     if isinstance(value, str):
         return fix_surrogates(value)
     if isinstance(value, dict):
         return {fix_surrogates_deep(k): fix_surrogates_deep(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(fix_surrogates_deep(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            current = getattr(value, f.name)
+            fixed = fix_surrogates_deep(current)
+            if fixed != current:
+                changes[f.name] = fixed
+        return dataclasses.replace(value, **changes) if changes else value
     return value
 
 

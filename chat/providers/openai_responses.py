@@ -422,7 +422,7 @@ class _ResponseStream:
         self._streamed_kinds: set[str] = set()  # "text" / "reasoning" / "arguments"
         self._server_done: set[str] = set()
         self._raw: list[str] = []
-        self._done_texts: dict[str, str] = {}
+        self._done_texts: dict[str, list[str]] = {}  # item key → its parts' done texts
         self._pending: list[Event] = []
 
     # -- helpers --------------------------------------------------------------------------
@@ -553,8 +553,7 @@ class _ResponseStream:
         keys = self._keys(payload.get("item_id"), payload.get("output_index"))
         text = _str(payload.get("text")) or _str(payload.get("refusal"))
         if text:
-            part = payload.get("content_index")
-            self._done_texts[f"{keys[0] if keys else ''}/{part}/{len(self._done_texts)}"] = text
+            self._done_texts.setdefault(keys[0] if keys else "", []).append(text)
         if not text or self._was_streamed(keys, "text"):
             return []
         self._mark(keys, "text")
@@ -616,21 +615,31 @@ class _ResponseStream:
 
     def _final_text(self, output: Any) -> list[Event]:
         """``FinalText`` when the upstream's final copy of the answer differs from what was
-        streamed. The copy is the ``response.output_text.done`` texts when they came (each is
-        "the full accumulated output text" of its content part, seed 002
-        ``ResponseOutputTextDoneEvent``), else the message items of the terminal event's
+        streamed. The copy is, per message item in order, its ``response.output_text.done``
+        texts when they came (each is "the full accumulated output text" of its content part,
+        seed 002 ``ResponseOutputTextDoneEvent``), else the item's text in the terminal event's
         ``output`` (seed 002's own ``ResponseCompletedEvent`` example carries a shorter text
-        than its done events, so the done events are preferred)."""
-        final: str | None = None
-        if self._done_texts:
-            final = "".join(self._done_texts.values())
-        elif isinstance(output, list) and any(
-            isinstance(i, dict) and i.get("type") == "message" for i in output
-        ):
-            final = "".join(
-                _message_text(i) for i in output if isinstance(i, dict) and i.get("type") == "message"
-            )
-        if final is None or final == "".join(self._raw):
+        than its done events, so done events win); without ``output``, the done texts."""
+        parts: list[str] = []
+        used: set[str] = set()
+        items = output if isinstance(output, list) else []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict) or item.get("type") != "message":
+                continue
+            keys = self._keys(item.get("id"), index)
+            key = next((k for k in keys if k in self._done_texts), None)
+            if key is not None:
+                parts.extend(self._done_texts[key])
+                used.add(key)
+            else:
+                parts.append(_message_text(item))
+        for key, texts in self._done_texts.items():
+            if key not in used:
+                parts.extend(texts)
+        if not parts:
+            return []
+        final = "".join(parts)
+        if final == "".join(self._raw):
             return []
         _, answer = split_inline_reasoning(final)
         return [FinalText(answer)]

@@ -228,15 +228,9 @@ _HIGH_FIRST, _HIGH_LAST = "\ud800", "\udbff"
 
 
 def _fix_fields(event: Any) -> Any:
-    """``event`` with every string (also inside dicts, lists, tuples) made valid Unicode;
-    the same object when nothing changed."""
-    changes = {}
-    for f in dataclasses.fields(event):
-        value = getattr(event, f.name)
-        fixed = fix_surrogates_deep(value)
-        if fixed != value or (isinstance(value, str) and fixed is not value):
-            changes[f.name] = fixed
-    return dataclasses.replace(event, **changes) if changes else event
+    """``event`` with every string (also inside dicts, lists, tuples, dataclasses) made valid
+    Unicode; the same object when nothing changed."""
+    return fix_surrogates_deep(event)
 
 
 class StreamGuard:
