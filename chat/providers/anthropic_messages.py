@@ -429,7 +429,7 @@ def result_summary(block: dict[str, Any]) -> str:
     results, ``"error: <error_code>"`` for ``*_error`` content, ``"exit <code>: <stdout>"``
     for code execution, the text of text content, else the content as compact JSON (≤ 300
     characters)."""
-    content = block.get("content")
+    original = content = block.get("content")
     if isinstance(content, dict):
         if "error_code" in content:
             return _clip(f"error: {_str(content.get('error_code')) or content.get('error_code')}")
@@ -450,9 +450,9 @@ def result_summary(block: dict[str, Any]) -> str:
             return _clip(" ".join(t for t in texts if t))
     if isinstance(content, str):
         return _clip(content)
-    if content is None:
+    if original is None:
         return ""
-    return _clip(json.dumps(content, ensure_ascii=False))
+    return _clip(json.dumps(original, ensure_ascii=False))
 
 
 class _MessageStream:
