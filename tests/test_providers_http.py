@@ -269,10 +269,10 @@ def test_ipv4_compatible_loopback_is_judged_as_loopback(dns):
 
 
 class Recorder(httpcore.AsyncNetworkBackend):
-    """httpcore's anyio backend, recording every address it was asked to connect to."""
+    """The project's asyncio backend, recording every address it was asked to connect to."""
 
     def __init__(self) -> None:
-        self.inner = httpcore.AnyIOBackend()
+        self.inner = http.AsyncioBackend()
         self.connects: list[tuple[str, int]] = []
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):  # noqa: ASYNC109
@@ -299,9 +299,10 @@ MODELS_BODY = b'{"object":"list","data":[{"id":"m1"}]}'
 
 
 @contextlib.asynccontextmanager
-async def http_server(*, close: bool = False, ssl_context=None):
+async def http_server(*, close: bool = False, ssl_context=None, drop: bool = False):
     """A loopback HTTP/1.1 server answering every request with a model list. Yields
-    ``(port, seen)``; ``seen`` collects ``(host header, sni)`` per request."""
+    ``(port, seen)``; ``seen`` collects ``(host header, sni)`` per request. ``close``: say
+    ``connection: close`` and close; ``drop``: promise keep-alive, then close anyway."""
     seen: list[tuple[str, str | None]] = []
     sni: list[str | None] = []
     if ssl_context is not None:
@@ -320,7 +321,7 @@ async def http_server(*, close: bool = False, ssl_context=None):
                     + str(len(MODELS_BODY)).encode() + b"\r\nconnection: " + connection + b"\r\n\r\n" + MODELS_BODY
                 )
                 await writer.drain()
-                if close:
+                if close or drop:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -511,3 +512,27 @@ async def _sse_of(pieces: list[bytes]) -> list[tuple[str, str]]:
 )
 async def test_iter_sse(pieces, expected):
     assert await _sse_of(pieces) == expected
+
+
+async def test_a_dropped_keepalive_connection_is_not_reused():
+    """The server promised keep-alive but closed the idle connection: the asyncio stream
+    reports it readable (EOF), so the pool opens a new connection instead of failing."""
+    resolver = Answers(["127.0.0.1"])
+    recorder = Recorder()
+    async with http_server(drop=True) as (port, seen):
+        config = EndpointConfig(base_url=f"http://drop.test:{port}/v1")
+        async with pinned_client(resolver, recorder) as client:
+            await openai_chat.list_models(client, config)
+            await asyncio.sleep(0.05)  # the FIN arrives
+            await openai_chat.list_models(client, config)
+    assert len(seen) == 2
+    assert recorder.connects == [("127.0.0.1", port), ("127.0.0.1", port)]
+
+
+async def test_asyncio_backend_connection_errors_are_httpcore_errors():
+    backend = http.AsyncioBackend()
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(httpcore.ConnectError):
+        await backend.connect_tcp("127.0.0.1", port, timeout=2)

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from chat.providers import ADAPTERS, get_adapter, openai_chat
+from chat.providers import ADAPTERS, get_adapter, http, openai_chat
 from chat.providers.base import (
     AnswerWasReasoning,
     ChatMessage,
@@ -779,7 +779,16 @@ async def tcp_server(handler):
             await asyncio.wait(tasks, timeout=2)
 
 
-async def test_real_socket_cut_chunked_body_is_stream_cut():
+@pytest.fixture(params=["httpx default client", "project client"])
+def real_client(request):
+    """Clients for the real-socket tests: httpx's own (anyio backend) and the project's
+    (``make_client``: pinned transport on asyncio streams), so both read paths are covered."""
+    if request.param == "project client":
+        return http.make_client
+    return httpx.AsyncClient
+
+
+async def test_real_socket_cut_chunked_body_is_stream_cut(real_client):
     async def handler(reader, writer):
         await _read_request(reader)
         writer.write(SSE_HEAD + _chunk(FIRST))
@@ -787,14 +796,14 @@ async def test_real_socket_cut_chunked_body_is_stream_cut():
         await writer.drain()
         writer.close()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         events, error = await collect(client, config)
     assert events[0] == ResponseStarted(200, "tcp-1")
     assert text_of(events) == "Hello"
     assert error.code == "stream_cut"
 
 
-async def test_real_socket_multibyte_split_across_tcp_writes():
+async def test_real_socket_multibyte_split_across_tcp_writes(real_client):
     data = fixture_bytes("multibyte")
 
     async def handler(reader, writer):
@@ -808,13 +817,13 @@ async def test_real_socket_multibyte_split_across_tcp_writes():
         await writer.drain()
         writer.close()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         events, error = await collect(client, config)
     assert error is None
     assert text_of(events) == "Grüße, 日本語 and 🙂🚀 — done"
 
 
-async def test_real_socket_cancel_closes_the_connection_promptly():
+async def test_real_socket_cancel_closes_the_connection_promptly(real_client):
     peer_closed = asyncio.Event()
 
     async def handler(reader, writer):
@@ -832,7 +841,7 @@ async def test_real_socket_cancel_closes_the_connection_promptly():
             if isinstance(event, TextDelta):
                 got_text.set()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         task = asyncio.create_task(consume(client, config))
         await asyncio.wait_for(got_text.wait(), 2)
         started = time.monotonic()
@@ -843,7 +852,7 @@ async def test_real_socket_cancel_closes_the_connection_promptly():
         assert time.monotonic() - started < 1.0
 
 
-async def test_real_socket_read_timeout_mid_stream():
+async def test_real_socket_read_timeout_mid_stream(real_client):
     async def handler(reader, writer):
         await _read_request(reader)
         writer.write(SSE_HEAD + _chunk(FIRST))
@@ -852,7 +861,7 @@ async def test_real_socket_read_timeout_mid_stream():
         writer.close()
 
     timeout = httpx.Timeout(connect=1, read=0.2, write=1, pool=1)
-    async with tcp_server(handler) as config, httpx.AsyncClient(timeout=timeout) as client:
+    async with tcp_server(handler) as config, real_client(timeout=timeout) as client:
         events, error = await collect(client, config)
     assert text_of(events) == "Hello"
     assert error.code == "timeout"
@@ -860,7 +869,7 @@ async def test_real_socket_read_timeout_mid_stream():
     assert error.message == f"{host} stopped sending data mid-stream (no data after 0.2 s)"
 
 
-async def test_real_socket_connection_is_reused_after_done():
+async def test_real_socket_connection_is_reused_after_done(real_client):
     connections = 0
     body = fixture_bytes("sambanova_reasoning")
 
@@ -874,7 +883,7 @@ async def test_real_socket_connection_is_reused_after_done():
                 await writer.drain()
         writer.close()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         for _ in range(3):
             events, error = await collect(client, config)
             assert error is None and finishes(events) == ["stop"]
