@@ -291,8 +291,12 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
 async def default_resolver(host: str, port: int) -> list[str]:
-    """:func:`resolve` in a worker thread (``ValueError`` when the host does not resolve)."""
-    return await asyncio.to_thread(resolve, host, port)
+    """:func:`resolve` in a worker thread (``ValueError`` when the host does not resolve); an
+    IP address literal is its own answer, without a thread."""
+    try:
+        return [str(ipaddress.ip_address(host.split("%", 1)[0]))]
+    except ValueError:
+        return await asyncio.to_thread(resolve, host, port)
 
 
 class AddressRefused(httpx.ConnectError):
