@@ -12,7 +12,8 @@ the pinned transport, ``follow_redirects=False``), reported in µs of CPU per ev
 
 * ``asyncio socket (no httpx)``: ``asyncio.open_connection`` reads of the same response, the
   floor any client pays per network read;
-* ``httpx aiter_raw`` / ``aiter_bytes`` / ``aiter_lines``: httpx alone;
+* ``httpx aiter_raw`` / ``aiter_bytes`` / ``aiter_lines``: httpx alone (``, anyio``: on
+  httpcore's anyio backend instead of the project's asyncio-streams backend);
 * ``httpx-sse aiter_sse``: httpx-sse's ``EventSource`` (its own line decoder on ``aiter_text``);
 * ``iter_sse (ours)``: :func:`chat.providers.http.iter_sse` (line splitting on decoded bytes
   feeding httpx-sse's ``SSEDecoder``), the path the adapters use;
@@ -28,7 +29,7 @@ Options: ``--events`` (default 3000), ``--repeat`` (default 5; the median run is
 ``--mode bulk|paced|both`` (default both), ``--interval-us`` (paced mode, default 300),
 ``--json FILE`` (also write the figures as JSON).
 
-May import: the standard library, httpx, httpx-sse, ``chat.providers`` (no Django).
+May import: the standard library, httpx, httpcore, httpx-sse, ``chat.providers`` (no Django).
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 from httpx_sse import EventSource
 
 from chat.providers import base, get_adapter
 from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig, Limits, RawEvent
 from chat.providers.errors import secret_variants
-from chat.providers.http import NOT_JSON, iter_sse, loads, make_client
+from chat.providers.http import NOT_JSON, PinnedTransport, iter_sse, loads, make_client
 from chat.providers.text import StreamGuard
 
 try:  # optional, for comparison only
@@ -213,6 +215,7 @@ def _base(url: str, style: str) -> str:
 
 STAGES: list[tuple[str, Stage]] = [
     ("asyncio socket (no httpx)", _socket),
+    ("httpx aiter_raw, anyio", _raw),
     ("httpx aiter_raw", _raw),
     ("httpx aiter_bytes", _bytes),
     ("httpx aiter_lines", _lines),
@@ -224,10 +227,16 @@ STAGES: list[tuple[str, Stage]] = [
 ]
 
 
-async def _time_stage(stage: Stage, url: str, style: str, repeat: int) -> tuple[float, int]:
+async def _time_stage(
+    stage: Stage, url: str, style: str, repeat: int, *, anyio: bool = False
+) -> tuple[float, int]:
     """Median CPU seconds of one read over ``repeat`` runs (after one warm-up), and the count
-    the stage returned."""
-    client = make_client()
+    the stage returned. ``anyio``: the pinned transport on httpcore's anyio backend instead of
+    the project's asyncio streams (for comparison)."""
+    if anyio:
+        client = make_client(transport=PinnedTransport(backend=httpcore.AnyIOBackend()))
+    else:
+        client = make_client()
     try:
         count = await stage(client, url, style)  # warm-up (connection, imports)
         runs = []
@@ -315,7 +324,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     if stage is _iter_sse_orjson and orjson is None:
                         print(f"  {label:<26} (orjson not installed)")
                         continue
-                    cpu, _count = asyncio.run(_time_stage(stage, url, style, args.repeat))
+                    cpu, _count = asyncio.run(
+                        _time_stage(stage, url, style, args.repeat, anyio=label.endswith("anyio"))
+                    )
                     per_event = cpu / args.events * 1e6
                     results["stages"].setdefault(mode, {}).setdefault(style, {})[label] = round(per_event, 2)
                     print(f"  {label:<26} {per_event:8.2f}")

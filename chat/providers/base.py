@@ -56,7 +56,7 @@ class Limits:
     max_json_body_bytes: int = 16 * MIB
     max_error_body_bytes: int = 64 * 1024
     max_decoded_bytes: int = 256 * MIB
-    max_sse_line_bytes: int = 8 * MIB
+    max_sse_line_bytes: int = 16 * MIB
     max_answer_chars: int = 2_000_000
     max_models: int = 5_000
     max_raw_event_chars: int = 16 * 1024
