@@ -15,7 +15,7 @@ import httpcore
 import httpx
 import pytest
 
-from chat.providers import anthropic_messages, base, get_adapter, http, openai_chat
+from chat.providers import anthropic_messages, base, get_adapter, http, openai_chat, transport
 from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig, ProviderError
 
 
@@ -50,7 +50,7 @@ def dns(monkeypatch):
         "lan.example": ["192.168.1.20"],
         "aws-v6.example": ["fd00:ec2::254"],
     }
-    monkeypatch.setattr(http.socket, "getaddrinfo", fake_getaddrinfo(table))
+    monkeypatch.setattr(transport.socket, "getaddrinfo", fake_getaddrinfo(table))
     return table
 
 
@@ -139,7 +139,7 @@ def test_metadata_hostname_refused_without_dns(monkeypatch):
     def boom(*args, **kwargs):  # pragma: no cover - must not be called
         raise AssertionError("resolved")
 
-    monkeypatch.setattr(http.socket, "getaddrinfo", boom)
+    monkeypatch.setattr(transport.socket, "getaddrinfo", boom)
     with pytest.raises(ValueError, match="cloud metadata"):
         http.check_base_url("http://metadata.google.internal/")
 

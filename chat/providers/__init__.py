@@ -16,13 +16,14 @@ An adapter module exposes:
 ``anthropic_messages`` also has ``async count_tokens(client, config, request) -> int``
 (``POST {base}/messages/count_tokens``).
 
-``client`` comes from :func:`chat.providers.http.get_client` (its transport pins every
-connection to the address it checked). Error bodies are turned into ``ProviderError`` by
+``client`` comes from :func:`chat.providers.http.get_client` (its transport,
+:class:`chat.providers.transport.PinnedTransport`, pins every connection to the address it
+checked). Error bodies are turned into ``ProviderError`` by
 :func:`chat.providers.errors.parse_error`. Shared text handling (inline reasoning tags, the
 stream guard) is in :mod:`chat.providers.text`.
 
 This package imports only the standard library, httpx (with httpcore, httpx's transport layer,
-in ``http``) and httpx-sse: never Django.
+in ``transport``) and httpx-sse: never Django.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ DEFAULT_LIMITS = Limits()
 
 #: Whether loopback and private addresses may be connected to when
 #: ``EndpointConfig.allow_private`` is None (module-level setting, see
-#: :class:`chat.providers.http.PinnedTransport`).
+#: :class:`chat.providers.transport.PinnedTransport`).
 ALLOW_PRIVATE = True
 
 
