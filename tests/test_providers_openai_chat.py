@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from chat.providers import ADAPTERS, get_adapter, openai_chat
+from chat.providers import ADAPTERS, get_adapter, http, openai_chat
 from chat.providers.base import (
+    AnswerWasReasoning,
     ChatMessage,
     ChatRequest,
     ContentPart,
@@ -32,12 +33,14 @@ from chat.providers.base import (
     RawEvent,
     ReasoningDelta,
     ResponseStarted,
+    StreamWarning,
     TextDelta,
     TokenLogprob,
     ToolCallDelta,
     Usage,
 )
 from chat.providers.openai_chat import ThinkSplitter, build_request, normalize_usage
+from tests.provider_events import applied
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_chat"
 KEY = "sk-secret-KEY-0123456789abcdef"
@@ -126,11 +129,12 @@ async def replay(name: str, size: int | None = None):
 
 
 def text_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
+    """The answer as the runner ends up with it (AnswerWasReasoning / FinalText applied)."""
+    return applied(events)[1]
 
 
 def reasoning_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    return applied(events)[0]
 
 
 def finishes(events) -> list[str | None]:
@@ -208,7 +212,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "no_usage": {"text": "Hello there.", "finish": ["stop"], "usage": None},
     "no_done_with_finish": {"text": "Complete answer.", "finish": ["stop"], "usage": None},
-    "cut": {"text": "The answer is probably", "finish": [], "error": "stream_cut"},
+    # the half event before EOF is reported (incomplete_event), then the cut is raised
+    "cut": {"text": "The answer is probably", "finish": [], "error": "stream_cut", "warnings": 1},
     "error_mid_stream": {"text": "Calling the tool", "finish": [], "error": "model_output_error"},
     "crlf": {"text": "Line one. Line two.", "finish": ["stop"]},
     "keepalive_comments": {
@@ -241,6 +246,17 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "tool_calls": {"text": "", "finish": ["tool_calls"], "usage": None},
     "event_error": {"text": "Partial", "finish": [], "error": "overloaded_error"},
+    # issue 7 faults (see each fixture's source.txt)
+    "surrogate_split": {
+        "text": "Smile 😀 done",
+        "finish": ["stop"],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 5},
+    },
+    "orphan_think_close": {"text": "4", "reasoning": "Plan: add 2+2", "finish": ["stop"]},
+    "parallel_same_index": {"text": "", "finish": ["tool_calls"], "usage": None},
+    "cut_json_chunk": {"text": "Hello there", "finish": ["stop"], "warnings": 1},
+    # served as a 200 here: the same body as an in-stream error chunk
+    "http_429_sse_body": {"text": "", "finish": [], "error": "rate_limit_exceeded"},
 }
 
 
@@ -275,6 +291,8 @@ async def test_fixture(name: str, size: int | None):
             assert usage is not None
             for field, value in expected["usage"].items():
                 assert getattr(usage, field) == value, field
+    warnings = [e for e in events if isinstance(e, StreamWarning)]
+    assert len(warnings) == expected.get("warnings", 0)
     # every semantic event is preceded by the RawEvent of the SSE event it came from
     for i, event in enumerate(events[1:], start=1):
         if not isinstance(event, RawEvent):
@@ -761,7 +779,16 @@ async def tcp_server(handler):
             await asyncio.wait(tasks, timeout=2)
 
 
-async def test_real_socket_cut_chunked_body_is_stream_cut():
+@pytest.fixture(params=["httpx default client", "project client"])
+def real_client(request):
+    """Clients for the real-socket tests: httpx's own (anyio backend) and the project's
+    (``make_client``: pinned transport on asyncio streams), so both read paths are covered."""
+    if request.param == "project client":
+        return http.make_client
+    return httpx.AsyncClient
+
+
+async def test_real_socket_cut_chunked_body_is_stream_cut(real_client):
     async def handler(reader, writer):
         await _read_request(reader)
         writer.write(SSE_HEAD + _chunk(FIRST))
@@ -769,14 +796,14 @@ async def test_real_socket_cut_chunked_body_is_stream_cut():
         await writer.drain()
         writer.close()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         events, error = await collect(client, config)
     assert events[0] == ResponseStarted(200, "tcp-1")
     assert text_of(events) == "Hello"
     assert error.code == "stream_cut"
 
 
-async def test_real_socket_multibyte_split_across_tcp_writes():
+async def test_real_socket_multibyte_split_across_tcp_writes(real_client):
     data = fixture_bytes("multibyte")
 
     async def handler(reader, writer):
@@ -790,13 +817,13 @@ async def test_real_socket_multibyte_split_across_tcp_writes():
         await writer.drain()
         writer.close()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         events, error = await collect(client, config)
     assert error is None
     assert text_of(events) == "Grüße, 日本語 and 🙂🚀 — done"
 
 
-async def test_real_socket_cancel_closes_the_connection_promptly():
+async def test_real_socket_cancel_closes_the_connection_promptly(real_client):
     peer_closed = asyncio.Event()
 
     async def handler(reader, writer):
@@ -814,7 +841,7 @@ async def test_real_socket_cancel_closes_the_connection_promptly():
             if isinstance(event, TextDelta):
                 got_text.set()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         task = asyncio.create_task(consume(client, config))
         await asyncio.wait_for(got_text.wait(), 2)
         started = time.monotonic()
@@ -825,7 +852,7 @@ async def test_real_socket_cancel_closes_the_connection_promptly():
         assert time.monotonic() - started < 1.0
 
 
-async def test_real_socket_read_timeout_mid_stream():
+async def test_real_socket_read_timeout_mid_stream(real_client):
     async def handler(reader, writer):
         await _read_request(reader)
         writer.write(SSE_HEAD + _chunk(FIRST))
@@ -834,7 +861,7 @@ async def test_real_socket_read_timeout_mid_stream():
         writer.close()
 
     timeout = httpx.Timeout(connect=1, read=0.2, write=1, pool=1)
-    async with tcp_server(handler) as config, httpx.AsyncClient(timeout=timeout) as client:
+    async with tcp_server(handler) as config, real_client(timeout=timeout) as client:
         events, error = await collect(client, config)
     assert text_of(events) == "Hello"
     assert error.code == "timeout"
@@ -842,7 +869,7 @@ async def test_real_socket_read_timeout_mid_stream():
     assert error.message == f"{host} stopped sending data mid-stream (no data after 0.2 s)"
 
 
-async def test_real_socket_connection_is_reused_after_done():
+async def test_real_socket_connection_is_reused_after_done(real_client):
     connections = 0
     body = fixture_bytes("sambanova_reasoning")
 
@@ -856,7 +883,7 @@ async def test_real_socket_connection_is_reused_after_done():
                 await writer.drain()
         writer.close()
 
-    async with tcp_server(handler) as config, httpx.AsyncClient() as client:
+    async with tcp_server(handler) as config, real_client() as client:
         for _ in range(3):
             events, error = await collect(client, config)
             assert error is None and finishes(events) == ["stop"]
@@ -967,8 +994,15 @@ THINK_CASES = [
     ("<", "", "<"),
     ("<thi", "", "<thi"),
     ("<b>bold</b>", "", "<b>bold</b>"),
-    ("<thinking>x</thinking>", "", "<thinking>x</thinking>"),
+    ("<thinking>x</thinking>", "x", ""),
+    ("\n<thinking>\nplan</thinking>\nanswer", "plan", "answer"),
     ("Hi <think>not reasoning</think>", "", "Hi <think>not reasoning</think>"),
+    # a closing tag without an opening one (templates that open <think> in the prompt)
+    ("Plan: add 2+2</think>4", "Plan: add 2+2", "4"),
+    ("Plan</thinking>\n\nAnswer", "Plan", "Answer"),
+    ("x</think>y</think>z", "x", "y</think>z"),
+    ("a </b> </thinker> b", "", "a </b> </thinker> b"),
+    ("2 </thi", "", "2 </thi"),
     ("<think>unclosed, cut by max_tokens", "unclosed, cut by max_tokens", ""),
     ("<think>a</thin", "a</thin", ""),
     ("<think>x < y and </thinking> </think>done", "x < y and </thinking> ", "done"),
@@ -979,14 +1013,25 @@ THINK_CASES = [
 
 
 def _split(pieces: list[str]) -> tuple[str, str]:
+    """Feed ``pieces`` and apply the events as the runner does (``AnswerWasReasoning`` moves
+    the answer so far to the reasoning)."""
     splitter = ThinkSplitter()
     out = []
     for piece in pieces:
         out.extend(splitter.feed(piece))
     out.extend(splitter.flush())
-    reasoning = "".join(e.text for e in out if isinstance(e, ReasoningDelta))
-    answer = "".join(e.text for e in out if isinstance(e, TextDelta))
-    assert all(e.text for e in out)  # never empty deltas
+    reasoning, answer = "", ""
+    for event in out:
+        if isinstance(event, AnswerWasReasoning):
+            assert answer, "AnswerWasReasoning only after answer text"
+            reasoning, answer = reasoning + answer, ""
+        elif isinstance(event, ReasoningDelta):
+            assert event.text  # never empty deltas
+            reasoning += event.text
+        else:
+            assert isinstance(event, TextDelta) and event.text
+            answer += event.text
+    assert sum(isinstance(e, AnswerWasReasoning) for e in out) <= 1
     return reasoning, answer
 
 

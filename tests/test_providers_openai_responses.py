@@ -38,6 +38,7 @@ from chat.providers.base import (
     Usage,
 )
 from chat.providers.openai_responses import build_request, normalize_usage, text_format
+from tests.provider_events import applied
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai_responses"
 LLAMACPP = Path(__file__).parent / "fixtures" / "llamacpp"
@@ -115,11 +116,12 @@ async def replay(name: str, size: int | None = None):
 
 
 def text_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
+    """The answer as the runner ends up with it (AnswerWasReasoning / FinalText applied)."""
+    return applied(events)[1]
 
 
 def reasoning_of(events) -> str:
-    return "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    return applied(events)[0]
 
 
 def finishes(events) -> list[Finish]:
@@ -237,6 +239,31 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "upstream_total_ms": pytest.approx(459.0),
             "upstream_tokens_per_sec": pytest.approx(156.8),
         },
+    },
+    # issue 7 faults (see each fixture's source.txt)
+    "lost_delta": {
+        "text": "The quick brown fox.",  # the final copy wins over the streamed "The quick fox."
+        "finish": [Finish("stop", "completed")],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 5},
+    },
+    "orphan_think_close": {
+        "text": "4",
+        "reasoning": "Plan: add 2+2",
+        "finish": [Finish("stop", "completed")],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 6},
+    },
+    "parallel_same_index": {
+        "text": "",
+        "finish": [Finish("tool_calls", "completed")],
+        "tools": {
+            0: {"id": "call_a", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+            1: {"id": "call_b", "name": "get_weather", "arguments": '{"city": "Lima"}'},
+        },
+    },
+    "web_search_call": {
+        "text": "Sunny, 22 °C.",
+        "finish": [Finish("stop", "completed")],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 8},
     },
 }
 
@@ -465,7 +492,13 @@ async def test_http_errors_from_seed_examples(status, name, payload):
         events, error = await collect(client)
     assert error.status == status
     inner = payload["error"]
-    if isinstance(inner, str):
+    if status == 404 and "model" not in json.dumps(payload).lower():
+        # seed 000's "simple" 404 {"error": "Not found"} (wrong endpoint): the route is missing,
+        # so the error points at the base URL / API style, quoting the server
+        assert error.code == "path_not_found"
+        assert "POST /v1/responses" in error.message and "openai_responses" in error.message
+        assert f"(the server said: {inner})" in error.message
+    elif isinstance(inner, str):
         assert error.message == inner
     else:
         assert error.message == inner["message"]

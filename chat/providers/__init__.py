@@ -4,19 +4,26 @@ An adapter module exposes:
 
 * ``build_request(config, request) -> (url, headers, json_body)``: pure, for tests and the
   Inspect view;
-* ``async stream(client, config, request) -> AsyncIterator[Event]``: yields the events of
-  :mod:`chat.providers.base`, raises only ``ProviderError``;
-* ``async list_models(client, config) -> list[ModelInfo]``;
+* ``stream(client, config, request) -> AsyncIterator[Event]``: an async iterator (nothing is
+  sent before its first iteration) of the events of :mod:`chat.providers.base`; raises only
+  ``ProviderError``. Every adapter's stream runs through the one SSE loop
+  :func:`chat.providers.http.stream_sse` (limits, valid Unicode, warnings);
+* ``async list_models(client, config) -> list[ModelInfo]`` (``ProviderError`` with
+  ``code="models_not_listed"`` for a server without ``/models``);
 * ``API_STYLE`` (its key in :data:`ADAPTERS`) and ``CONTENT_TYPES`` (the attachment types,
   ``ContentPart.type``, it can carry).
 
 ``anthropic_messages`` also has ``async count_tokens(client, config, request) -> int``
 (``POST {base}/messages/count_tokens``).
 
-``client`` comes from :func:`chat.providers.http.get_client`. Error bodies are turned into
-``ProviderError`` by :func:`chat.providers.errors.parse_error`.
+``client`` comes from :func:`chat.providers.http.get_client` (its transport,
+:class:`chat.providers.transport.PinnedTransport`, pins every connection to the address it
+checked). Error bodies are turned into ``ProviderError`` by
+:func:`chat.providers.errors.parse_error`. Shared text handling (inline reasoning tags, the
+stream guard) is in :mod:`chat.providers.text`.
 
-This package imports only the standard library, httpx and httpx-sse: never Django.
+This package imports only the standard library, httpx (with httpcore, httpx's transport layer,
+in ``transport``) and httpx-sse: never Django.
 """
 
 from __future__ import annotations

@@ -23,15 +23,32 @@ Decisions, each from a seed or a server's behaviour:
   400 ``invalid_request_error`` to ``enabled`` (seed 004); that error is relayed as is.
 * **Prior thinking** goes back as a ``thinking`` block only with its signature
   (``MessageInputThinkingBlock`` requires one; Anthropic rejects unsigned thinking). llama.cpp
-  signs with an empty string, so its thinking is not sent back.
+  signs with an empty string, so its thinking is not sent back. ``redacted_thinking`` blocks
+  arrive as :class:`RedactedThinking` (their ``data`` untouched) and go back unchanged, after
+  the thinking block (``ChatMessage.redacted_thinking``): with thinking enabled, a tool-result
+  turn must carry the previous turn's thinking blocks.
+* **Server tools** (``server_tool_use``, ``web_search_tool_result``, ``mcp_tool_use``, any
+  ``*_tool_result`` and every other block type but text, thinking, redacted_thinking and
+  tool_use) ran on the server: each becomes one :class:`ServerToolUse` when its block stops,
+  never a ``ToolCallDelta`` (the client has nothing to run or answer). They are not sent back.
+* **Tool calls**: ``ToolCallDelta.index`` counts tool calls, not blocks; a ``tool_use`` block
+  with a new id at a block index already used starts a new call. Arguments go back as
+  :func:`chat.providers.base.replay_arguments` parsed (``{}`` for blank; cut-off JSON is
+  wrapped, never sent invalid).
+* **Inline reasoning**: text blocks pass through the shared
+  :class:`chat.providers.text.InlineReasoningSplitter` (llama.cpp with
+  ``--reasoning-format none`` puts ``<think>…</think>`` or only ``</think>`` in text).
 * **Finish**: ``end_turn``/``stop_sequence`` → ``stop``, ``max_tokens``/
   ``model_context_window_exceeded`` → ``length``, ``tool_use`` → ``tool_calls``, ``refusal`` →
   ``content_filter``; other values as sent; the upstream word is kept in
   ``Finish.upstream_reason``.
 * **Usage**: ``prompt_tokens`` = ``input_tokens`` + ``cache_read_input_tokens`` +
   ``cache_creation_input_tokens`` (Anthropic's ``input_tokens`` excludes cached tokens, and
-  llama.cpp follows it); ``cached_tokens`` = ``cache_read_input_tokens``. A ``Usage`` is emitted
-  at ``message_start`` and again, merged, at ``message_delta``; the last one wins.
+  llama.cpp follows it); ``cached_tokens`` = ``cache_read_input_tokens``. The usage of
+  ``message_start`` is provisional: its ``output_tokens`` is a placeholder (0 or 1), so that
+  ``Usage`` has ``completion_tokens=None`` (prompt tokens are real); ``message_delta`` brings
+  the final figures, merged (the last ``Usage`` wins). A stream stopped or cut before
+  ``message_delta`` keeps completion tokens unknown, never the placeholder.
 * Not carried by this dialect and dropped: ``seed``, penalties, ``response_format``,
   ``logprobs``. Audio attachments raise ``ProviderError(code="unsupported_content")``.
 
@@ -39,14 +56,15 @@ Stream-end rules: ``message_stop`` ends the stream normally (the rest of the bod
 the body ending after ``message_delta`` brought a ``stop_reason`` ends normally too; ending
 before either raises ``ProviderError(code="stream_cut")``. An ``event: error`` (or a data
 object of ``type: error``) raises ``ProviderError`` with status None and the error's type as
-code (``overloaded_error``…). The SSE loop is :func:`chat.providers.http.stream_sse`.
+code (``overloaded_error``…). The SSE loop is :func:`chat.providers.http.stream_sse`. Anthropic
+streams no final copy of the text (``content_block_stop`` and ``message_stop`` carry no text),
+so there is no ``FinalText`` in this dialect; unreadable events still give ``StreamWarning``.
 
 May import: the standard library, httpx, httpx-sse and this package (no Django).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -62,31 +80,36 @@ from .base import (
     Finish,
     ModelInfo,
     ProviderError,
-    ReasoningDelta,
     ReasoningSignature,
-    TextDelta,
+    RedactedThinking,
+    ServerToolUse,
     ToolCallDelta,
     Usage,
+    replay_arguments,
     scrub,
 )
 from .errors import (
     EXCERPT_CHARS,
     error_from_event,
     model_output_error,
-    parse_error,
     secret_variants,
     unsupported_content_error,
 )
 from .http import (
-    NOT_JSON,
-    build_http_request,
-    host_of,
     loads,
     merge_headers,
+    request_json,
     stream_sse,
-    transport_error,
 )
-from .openai_chat import _int, host_in, merge_extra, tool_function, user_param_items
+from .openai_chat import (
+    ToolCallIndexer,
+    _int,
+    host_in,
+    merge_extra,
+    tool_function,
+    user_param_items,
+)
+from .text import InlineReasoningSplitter
 
 API_STYLE = "anthropic_messages"
 
@@ -144,14 +167,12 @@ def _headers(config: EndpointConfig, accept: str) -> dict[str, str]:
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
-    """A tool call's JSON arguments as the ``input`` object: ``{}`` when blank; text that is not
-    a JSON object is kept as ``{"arguments": <text>}`` so nothing the model wrote is lost."""
-    if not arguments.strip():
-        return {}
-    parsed = loads(arguments)
-    if isinstance(parsed, dict):
-        return parsed
-    return {"arguments": arguments}
+    """A tool call's JSON arguments as the ``input`` object:
+    :func:`chat.providers.base.replay_arguments` decoded (``{}`` when blank; text that is not
+    a JSON object, e.g. cut off by ``max_tokens``, as ``{"_incomplete_arguments": <text>}`` so
+    nothing the model wrote is lost and nothing invalid is sent)."""
+    parsed = loads(replay_arguments(arguments))
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _blocks(message: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
@@ -171,6 +192,8 @@ def _blocks(message: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
                     "signature": message.reasoning_signature,
                 }
             )
+        for data in message.redacted_thinking:
+            blocks.append({"type": "redacted_thinking", "data": data})
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:
@@ -300,7 +323,8 @@ def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, di
       1024, else ``budget_tokens + 1024`` with thinking); ``system`` as text (the system prompt
       and any ``system`` history messages, joined by blank lines) when not blank; ``messages``
       (user text and ``image`` blocks with a ``base64`` source, or a ``url`` source for an image
-      URL; assistant ``thinking`` (signed only), ``text`` and ``tool_use`` blocks; ``tool``
+      URL; assistant ``thinking`` (signed only), ``redacted_thinking`` (``data`` as received),
+      ``text`` and ``tool_use`` blocks (``input`` from :func:`_tool_input`); ``tool``
       messages as ``tool_result`` blocks in a user turn); the params the user set among
       ``temperature``, ``top_p``, ``top_k``, ``stop`` (as ``stop_sequences``); ``thinking``;
       ``tools`` (``name``, ``description``, ``input_schema``) and, with tools, ``tool_choice``;
@@ -348,13 +372,15 @@ def build_count_tokens_request(
 # ---- usage --------------------------------------------------------------------------------
 
 
-def normalize_usage(usage: dict[str, Any] | None) -> Usage:
+def normalize_usage(usage: dict[str, Any] | None, *, final: bool = True) -> Usage:
     """Map Anthropic usage (seed 002 ``MessageUsage`` / ``MessageDeltaUsage``) to ``Usage``.
 
     ``prompt_tokens`` = ``input_tokens`` + ``cache_read_input_tokens`` +
     ``cache_creation_input_tokens`` (None without ``input_tokens``); ``completion_tokens`` =
     ``output_tokens``; ``total_tokens`` their sum when both are known; ``cached_tokens`` =
-    ``cache_read_input_tokens``. ``raw`` is the (merged) usage object as received.
+    ``cache_read_input_tokens``. ``final=False`` (the usage of ``message_start``): its
+    ``output_tokens`` is a placeholder, so completion and total tokens are None. ``raw`` is the
+    (merged) usage object as received.
     """
     usage = usage if isinstance(usage, dict) else {}
     uncached = _int(usage.get("input_tokens"))
@@ -363,7 +389,7 @@ def normalize_usage(usage: dict[str, Any] | None) -> Usage:
     prompt = None
     if uncached is not None:
         prompt = uncached + (cache_read or 0) + (cache_creation or 0)
-    completion = _int(usage.get("output_tokens"))
+    completion = _int(usage.get("output_tokens")) if final else None
     total = prompt + completion if prompt is not None and completion is not None else None
     return Usage(
         prompt_tokens=prompt,
@@ -386,19 +412,66 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+#: Content block types the adapter reads itself; every other type ran on the server.
+CLIENT_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+
+#: At most this many characters in a ``ServerToolUse.result_summary``.
+SUMMARY_CHARS = 300
+
+
+def _clip(text: str, limit: int = SUMMARY_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def result_summary(block: dict[str, Any]) -> str:
+    """One line about a server tool's result block: ``"N results: Title — URL; …"`` for search
+    results, ``"error: <error_code>"`` for ``*_error`` content, ``"exit <code>: <stdout>"``
+    for code execution, the text of text content, else the content as compact JSON (≤ 300
+    characters)."""
+    original = content = block.get("content")
+    if isinstance(content, dict):
+        if "error_code" in content:
+            return _clip(f"error: {_str(content.get('error_code')) or content.get('error_code')}")
+        if "return_code" in content or "stdout" in content:
+            out = _str(content.get("stdout")) or _str(content.get("stderr"))
+            return _clip(f"exit {content.get('return_code')}: {out}")
+        content = [content]
+    if isinstance(content, list):
+        results = [c for c in content if isinstance(c, dict) and ("url" in c or "title" in c)]
+        if results:
+            shown = "; ".join(
+                " — ".join(p for p in (_str(r.get("title")), _str(r.get("url"))) if p)
+                for r in results[:3]
+            )
+            return _clip(f"{len(results)} results: {shown}")
+        texts = [_str(c.get("text")) for c in content if isinstance(c, dict)]
+        if any(texts):
+            return _clip(" ".join(t for t in texts if t))
+    if isinstance(content, str):
+        return _clip(content)
+    if original is None:
+        return ""
+    return _clip(json.dumps(original, ensure_ascii=False))
+
+
 class _MessageStream:
     """Per-stream state for :func:`chat.providers.http.stream_sse`: usage merged across
-    ``message_start`` and ``message_delta``, and the map from content-block index to tool-call
-    ordinal (``ToolCallDelta.index`` counts tool calls, not blocks)."""
+    ``message_start`` (provisional) and ``message_delta`` (final), the content blocks by index
+    (tool calls numbered by :class:`chat.providers.openai_chat.ToolCallIndexer`, server tool
+    blocks collected until they stop), and the inline-reasoning splitter of the text."""
 
     def __init__(self, secrets: list[str], request_id: str | None) -> None:
         self.secrets = secrets
         self.request_id = request_id
         self.finished = False
         self.done = False
+        self.splitter = InlineReasoningSplitter()
         self._usage: dict[str, Any] = {}
-        self._tools: dict[Any, int] = {}
-        self._last_tool: int | None = None
+        self._tools = ToolCallIndexer()
+        self._blocks: dict[Any, dict[str, Any]] = {}  # block index → {"type", …}
+        self._last_tool: Any = None
+        self._names: dict[str, str] = {}  # server tool use id → name
         self._pending: list[Event] = []
 
     # -- helpers --------------------------------------------------------------------------
@@ -408,43 +481,57 @@ class _MessageStream:
             self._pending.append(output)
         return error_from_event(payload, data, self.secrets, request_id=self.request_id)
 
-    def _merge_usage(self, usage: Any) -> list[Event]:
+    def _merge_usage(self, usage: Any, *, final: bool) -> list[Event]:
         if not isinstance(usage, dict):
             return []
         self._usage.update({k: v for k, v in usage.items() if v is not None})
-        return [normalize_usage(self._usage)]
-
-    def _ordinal(self, index: Any, *, start: bool) -> int:
-        """The tool-call ordinal of content block ``index`` (a new one for an unseen block; a
-        delta without an index belongs to the last tool block)."""
-        if isinstance(index, int) and index in self._tools:
-            return self._tools[index]
-        if not start and not isinstance(index, int) and self._last_tool is not None:
-            return self._last_tool
-        key: Any = index if isinstance(index, int) else ("no-index", len(self._tools))
-        self._tools[key] = self._last_tool = len(self._tools)
-        return self._last_tool
+        return [normalize_usage(self._usage, final=final)]
 
     def _finish(self, stop_reason: Any) -> list[Event]:
         if self.finished or not isinstance(stop_reason, str) or not stop_reason:
             return []
         self.finished = True
-        return [finish_event(stop_reason)]
+        return [*self.splitter.flush(), finish_event(stop_reason)]
+
+    def _server_block_done(self, block: dict[str, Any]) -> list[Event]:
+        """The ``ServerToolUse`` of a server block (once)."""
+        if block.get("emitted"):
+            return []
+        block["emitted"] = True
+        raw = block["block"]
+        kind = block["type"]
+        block_id = _str(raw.get("id"))
+        if block_id:  # a use: its input, streamed or whole
+            name = _str(raw.get("name"))
+            self._names[block_id] = name
+            pieces = block.get("input") or []
+            if pieces:
+                input_json = "".join(pieces)
+            else:
+                tool_input = raw.get("input")
+                input_json = json.dumps(tool_input, ensure_ascii=False) if tool_input else ""
+            return [ServerToolUse(kind, name=name, id=block_id, input_json=input_json)]
+        use_id = _str(raw.get("tool_use_id"))
+        return [
+            ServerToolUse(
+                kind,
+                name=self._names.get(use_id, ""),
+                id=use_id,
+                result_summary=result_summary(raw),
+            )
+        ]
 
     # -- events ---------------------------------------------------------------------------
-    def interpret(self, event: str, data: str) -> list[Event]:
+    def interpret(self, event: str, payload: Any, data: str) -> list[Event]:
         """Events for one SSE event; the data's ``type`` decides, the ``event:`` line is the
         fallback. Raises ``ProviderError`` for ``error``."""
-        payload = loads(data)
-        if payload is NOT_JSON:
-            payload = None
         kind = payload.get("type") if isinstance(payload, dict) else None
         if not isinstance(kind, str) or not kind:
             kind = event
         if kind == "error" or event == "error":
             raise self._fail(payload, data)
         if not isinstance(payload, dict):
-            return []  # not JSON: only the RawEvent shows it
+            return []  # JSON but not an object: only the RawEvent shows it
         if payload.get("error") and kind not in HANDLERS:
             raise self._fail(payload, data)  # a bare ``{"error": …}`` chunk from a proxy
         handler = HANDLERS.get(kind)
@@ -452,37 +539,50 @@ class _MessageStream:
 
     def message_start(self, payload: dict[str, Any]) -> list[Event]:
         message = payload.get("message")
-        return self._merge_usage(message.get("usage")) if isinstance(message, dict) else []
+        if not isinstance(message, dict):
+            return []
+        return self._merge_usage(message.get("usage"), final=False)
 
     def content_block_start(self, payload: dict[str, Any]) -> list[Event]:
         block = payload.get("content_block")
         if not isinstance(block, dict):
             return []
-        kind = block.get("type")
+        index = payload.get("index")
+        kind = _str(block.get("type"))
         if kind == "text":
-            text = _str(block.get("text"))
-            return [TextDelta(text)] if text else []
+            self._blocks[index] = {"type": kind}
+            return self.splitter.feed(_str(block.get("text")))
         if kind == "thinking":
-            events: list[Event] = []
-            if _str(block.get("thinking")):
-                events.append(ReasoningDelta(block["thinking"]))
+            self._blocks[index] = {"type": kind}
+            events = self.splitter.reasoning(_str(block.get("thinking")))
             if _str(block.get("signature")):
                 events.append(ReasoningSignature(block["signature"]))
             return events
+        if kind == "redacted_thinking":
+            self._blocks[index] = {"type": kind}
+            data = block.get("data")
+            return [RedactedThinking(data)] if isinstance(data, str) else []
         if kind == "tool_use":
+            call_id = _str(block.get("id")) or None
+            key = index if isinstance(index, int) else ("no-index", self._tools.count)
+            ordinal = self._tools.ordinal(key, call_id)
+            self._blocks[index] = {"type": kind, "ordinal": ordinal}
+            self._last_tool = ordinal
             tool_input = block.get("input")
             arguments = (
                 json.dumps(tool_input) if isinstance(tool_input, dict) and tool_input else ""
             )
             return [
                 ToolCallDelta(
-                    index=self._ordinal(payload.get("index"), start=True),
-                    id=_str(block.get("id")) or None,
+                    index=ordinal,
+                    id=call_id,
                     name=_str(block.get("name")) or None,
                     arguments=arguments,
                 )
             ]
-        return []  # redacted_thinking, server tool blocks: nothing to show
+        # a block the server ran (or a future type): shown when it stops, never asked of the user
+        self._blocks[index] = {"type": kind or "unknown", "block": block, "input": []}
+        return []
 
     def content_block_delta(self, payload: dict[str, Any]) -> list[Event]:
         delta = payload.get("delta")
@@ -490,11 +590,9 @@ class _MessageStream:
             return []
         kind = delta.get("type")
         if kind == "text_delta":
-            text = _str(delta.get("text"))
-            return [TextDelta(text)] if text else []
+            return self.splitter.feed(_str(delta.get("text")))
         if kind == "thinking_delta":
-            thinking = _str(delta.get("thinking"))
-            return [ReasoningDelta(thinking)] if thinking else []
+            return self.splitter.reasoning(_str(delta.get("thinking")))
         if kind == "signature_delta":
             signature = _str(delta.get("signature"))
             return [ReasoningSignature(signature)] if signature else []
@@ -502,14 +600,32 @@ class _MessageStream:
             partial = _str(delta.get("partial_json"))
             if not partial:
                 return []
-            ordinal = self._ordinal(payload.get("index"), start=False)
+            index = payload.get("index")
+            block = self._blocks.get(index)
+            if block is not None and "block" in block:
+                block["input"].append(partial)  # a server tool's input
+                return []
+            if block is not None and "ordinal" in block:
+                ordinal = block["ordinal"]
+            elif not isinstance(index, int) and self._last_tool is not None:
+                ordinal = self._last_tool
+            else:
+                ordinal = self._tools.ordinal(index if isinstance(index, int) else ("no-index",))
+                self._blocks[index] = {"type": "tool_use", "ordinal": ordinal}
+                self._last_tool = ordinal
             return [ToolCallDelta(index=ordinal, arguments=partial)]
         return []  # citations_delta and future delta types
+
+    def content_block_stop(self, payload: dict[str, Any]) -> list[Event]:
+        block = self._blocks.get(payload.get("index"))
+        if block is not None and "block" in block:
+            return self._server_block_done(block)
+        return []
 
     def message_delta(self, payload: dict[str, Any]) -> list[Event]:
         delta = payload.get("delta")
         events = self._finish(delta.get("stop_reason")) if isinstance(delta, dict) else []
-        return events + self._merge_usage(payload.get("usage"))
+        return events + self._merge_usage(payload.get("usage"), final=True)
 
     def message_stop(self, payload: dict[str, Any]) -> list[Event]:
         self.done = True
@@ -517,7 +633,7 @@ class _MessageStream:
 
     def relay_json(self, text: str) -> list[Event]:
         """A whole ``Message`` (seed 002) answering a streamed request: its content blocks in
-        order, usage, and the stop reason."""
+        order, usage (final), and the stop reason."""
         payload = loads(text)
         if not isinstance(payload, dict):
             raise ProviderError(
@@ -532,13 +648,21 @@ class _MessageStream:
         for index, block in enumerate(content if isinstance(content, list) else []):
             if isinstance(block, dict):
                 events.extend(self.content_block_start({"index": index, "content_block": block}))
-        events.extend(self._merge_usage(payload.get("usage")))
+                events.extend(self.content_block_stop({"index": index}))
+        events.extend(self._merge_usage(payload.get("usage"), final=True))
         events.extend(self._finish(payload.get("stop_reason")))
         self.done = True
         return events
 
     def end(self) -> list[Event]:
-        events, self._pending = self._pending, []
+        """Held events: inline-reasoning text, server blocks that never stopped, and what an
+        error left (a ``ModelOutputError``). Idempotent."""
+        events: list[Event] = list(self.splitter.flush())
+        for block in self._blocks.values():
+            if "block" in block:
+                events.extend(self._server_block_done(block))
+        events.extend(self._pending)
+        self._pending = []
         return events
 
 
@@ -546,7 +670,7 @@ HANDLERS = {
     "message_start": _MessageStream.message_start,
     "content_block_start": _MessageStream.content_block_start,
     "content_block_delta": _MessageStream.content_block_delta,
-    "content_block_stop": lambda state, payload: [],
+    "content_block_stop": _MessageStream.content_block_stop,
     "message_delta": _MessageStream.message_delta,
     "message_stop": _MessageStream.message_stop,
     "ping": lambda state, payload: [],
@@ -556,40 +680,40 @@ HANDLERS = {
 # ---- public API ---------------------------------------------------------------------------
 
 
-async def stream(
+def stream(
     client: httpx.AsyncClient, config: EndpointConfig, request: ChatRequest
 ) -> AsyncIterator[Event]:
-    """Stream one ``POST {base}/messages`` as events.
+    """Stream one ``POST {base}/messages`` as events (an async iterator; nothing is sent
+    before the first iteration).
 
     Yields ``ResponseStarted(status, request_id)`` (request id from ``request-id`` /
     ``x-request-id``), then per SSE event a ``RawEvent`` followed by its semantic events:
-    ``Usage`` (``message_start``: input and cache tokens; ``message_delta``: merged with output
-    tokens), ``TextDelta`` (``text_delta``), ``ReasoningDelta`` (``thinking_delta``),
-    ``ReasoningSignature`` (non-empty ``signature_delta``), ``ToolCallDelta`` (``tool_use``
-    block start with id and name, then ``input_json_delta`` pieces; ``index`` is the tool
-    call's ordinal), ``Finish`` (``message_delta.stop_reason``, see the module docstring).
-    ``ping`` and ``content_block_stop`` only show as ``RawEvent``. A 2xx JSON ``Message`` body
-    is relayed as the same events.
+    ``Usage`` (``message_start``: input and cache tokens, completion unknown;
+    ``message_delta``: merged with the final output tokens), ``TextDelta`` (``text_delta``,
+    through the inline-reasoning splitter, so also ``AnswerWasReasoning``),
+    ``ReasoningDelta`` (``thinking_delta``), ``ReasoningSignature`` (non-empty
+    ``signature_delta``), ``RedactedThinking`` (``redacted_thinking`` block), ``ToolCallDelta``
+    (``tool_use`` block start with id and name, then ``input_json_delta`` pieces; ``index`` is
+    the tool call's ordinal), ``ServerToolUse`` (a server block, when it stops), ``Finish``
+    (``message_delta.stop_reason``, see the module docstring), ``StreamWarning`` for data that
+    is not JSON. ``ping`` only shows as ``RawEvent``. A 2xx JSON ``Message`` body is relayed as
+    the same events.
 
     Raises ``ProviderError``: ``unsupported_content`` for audio attachments (before sending);
     every Anthropic error type of a non-2xx body (``invalid_request_error`` 400,
     ``authentication_error`` 401, ``permission_error`` 403, ``not_found_error`` 404,
     ``request_too_large`` 413, ``rate_limit_error`` 429 with ``retry-after``, ``api_error``
     500, ``overloaded_error`` 529/503) with status, code = the error type, message and request
-    id (``request_id`` in the body, else the ``request-id`` header); an ``error`` event with
-    status None; ``stream_cut`` and transport codes as in
+    id (``request_id`` in the body, else the ``request-id`` header); ``path_not_found`` for a
+    404/405 that does not mention a model; an ``error`` event with status None;
+    ``stream_cut``, ``limit_exceeded`` and transport codes as in
     :func:`chat.providers.http.stream_sse`.
     """
     unsupported = unsupported_content_error(request, CONTENT_TYPES, API_STYLE)
-    if unsupported is not None:
-        raise unsupported
     url, headers, body = build_request(config, request)
-    # aclosing: closing this generator must close the inner one (and the upstream response) now
-    async with contextlib.aclosing(
-        stream_sse(client, config, url, headers, body, _MessageStream)
-    ) as events:
-        async for event in events:
-            yield event
+    return stream_sse(
+        client, config, url, headers, body, _MessageStream, error=unsupported, api_style=API_STYLE
+    )
 
 
 async def count_tokens(
@@ -600,30 +724,21 @@ async def count_tokens(
 
     Raises ``ProviderError``: :func:`chat.providers.errors.parse_error` for a non-2xx status
     (404 where the endpoint has no such route), transport codes from
-    :func:`chat.providers.http.transport_error`, ``bad_response`` for a 2xx body without an
-    integer ``input_tokens``.
+    :func:`chat.providers.http.transport_error`, ``limit_exceeded`` for a body over
+    ``Limits.max_json_body_bytes``, ``bad_response`` for a 2xx body without an integer
+    ``input_tokens``.
     """
     url, headers, body = build_count_tokens_request(config, request)
-    secrets = secret_variants(config.secrets())
-    http_request = build_http_request(client, "POST", url, headers, secrets, json=body)
-    failure: httpx.HTTPError | None = None
-    try:
-        response = await client.send(http_request)
-    except httpx.HTTPError as exc:
-        failure = exc  # raised below, outside the except block, so it is not chained
-    if failure is not None:
-        raise transport_error(failure, host_of(url), secrets, started=False)
-    if not response.is_success:
-        raise parse_error(response.status_code, response.headers, response.content, secrets)
-    text = response.content.decode("utf-8", errors="replace")
-    payload = loads(text)
+    response, payload, text = await request_json(
+        client, config, "POST", url, headers, body=body, what="token count answer"
+    )
     tokens = payload.get("input_tokens") if isinstance(payload, dict) else None
     if isinstance(tokens, bool) or not isinstance(tokens, int):
         raise ProviderError(
             "The token count answer has no input_tokens",
             status=response.status_code,
             code="bad_response",
-            body_excerpt=scrub(text, secrets)[:EXCERPT_CHARS],
+            body_excerpt=scrub(text, secret_variants(config.secrets()))[:EXCERPT_CHARS],
         )
     return tokens
 

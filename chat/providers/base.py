@@ -1,16 +1,86 @@
 """The event vocabulary every API-style adapter emits, and the one error it raises.
 
-Adapters (``openai_chat``, later ``anthropic_messages`` and ``openai_responses``) turn a wire
-format into a stream of the frozen dataclasses below. The turn runner (``chat/turns.py``) times,
+Adapters (``openai_chat``, ``anthropic_messages`` and ``openai_responses``) turn a wire format
+into a stream of the frozen dataclasses below. The turn runner (``chat/turns.py``) times,
 accumulates and persists them; adapters never time, persist or render.
+
+Guarantees every adapter gives (enforced once, in :func:`chat.providers.http.stream_sse`):
+
+* every string in an event or a ``ProviderError`` is valid Unicode (a UTF-16 surrogate pair
+  split across two events as JSON escapes is joined, a lone half becomes one U+FFFD), so it can
+  always be encoded, stored and rendered;
+* the text, reasoning and tool-call arguments one stream emits are at most
+  ``Limits.max_answer_chars`` characters in total; past any limit of :class:`Limits` the stream
+  ends with ``ProviderError(code="limit_exceeded")`` and every event before it stays valid;
+* an event the adapter cannot read is never silent (:class:`StreamWarning`).
 
 May import: the standard library only (no Django, no httpx here).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+# ---- limits -------------------------------------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds on everything an upstream sends (DESIGN.md, "Storage and scale").
+
+    Every field is a count of bytes or characters; past one, the call ends with
+    ``ProviderError(code="limit_exceeded")`` whose message names the field, and what was
+    emitted before stays emitted (the runner keeps the text so far).
+
+    * ``max_json_body_bytes``: a whole JSON body (``/models``, ``count_tokens``, a 2xx JSON
+      answer to a streamed request), after decompression.
+    * ``max_error_body_bytes``: how much of a non-2xx body is read (the rest is ignored, not
+      an error: the error is raised from what was read).
+    * ``max_decoded_bytes``: one response body after decompression (gzip/deflate bombs are
+      stopped here: the cap is on decoded bytes, enforced while inflating).
+    * ``max_sse_line_bytes``: one SSE line (a ``data:`` line holds one whole event).
+    * ``max_answer_chars``: answer text + reasoning + tool-call arguments emitted by one stream.
+    * ``max_models``: entries of one ``GET /models`` list.
+    * ``max_raw_event_chars``: characters of one ``RawEvent.data`` kept for Inspect (longer
+      data is cut, see ``RawEvent.omitted``).
+    * ``max_raw_chars``: characters of ``RawEvent.data`` kept per stream; later raw events
+      carry ``data=""`` and ``omitted`` (they still mark the time of a byte).
+    """
+
+    max_json_body_bytes: int = 16 * MIB
+    max_error_body_bytes: int = 64 * 1024
+    max_decoded_bytes: int = 256 * MIB
+    max_sse_line_bytes: int = 16 * MIB
+    max_answer_chars: int = 2_000_000
+    max_models: int = 5_000
+    max_raw_event_chars: int = 16 * 1024
+    max_raw_chars: int = 512 * 1024
+
+
+#: The limits used when ``EndpointConfig.limits`` is None. A module-level setting: the
+#: settings layer may replace it at start-up (``base.DEFAULT_LIMITS = Limits(...)``).
+DEFAULT_LIMITS = Limits()
+
+#: Whether loopback and private addresses may be connected to when
+#: ``EndpointConfig.allow_private`` is None (module-level setting, see
+#: :class:`chat.providers.transport.PinnedTransport`).
+ALLOW_PRIVATE = True
+
+
+def limit_error(name: str, limit: int, what: str) -> ProviderError:
+    """``ProviderError(code="limit_exceeded")`` for the :class:`Limits` field ``name``:
+    "``what`` exceeded the limit of ``limit`` (Limits.``name``); the text so far is kept"."""
+    return ProviderError(
+        f"{what} exceeded the limit of {limit:,} (Limits.{name}); what arrived before it is kept",
+        code="limit_exceeded",
+        param=name,
+    )
 
 
 @dataclass(frozen=True)
@@ -23,10 +93,23 @@ class EndpointConfig:
     """
 
     base_url: str
-    api_key: str = ""
-    extra_headers: dict[str, str] = field(default_factory=dict)
+    api_key: str = field(default="", repr=False)
+    extra_headers: dict[str, str] = field(default_factory=dict, repr=False)
     api_style: str = "openai_chat"
     stream_options: bool = True  # False for servers that reject ``stream_options``
+    #: Loopback/private addresses allowed for this endpoint; None = :data:`ALLOW_PRIVATE`.
+    #: Callers set True for the built-in simulator (loopback) when private URLs are refused.
+    allow_private: bool | None = None
+    #: Size limits; None = :data:`DEFAULT_LIMITS`.
+    limits: Limits | None = None
+
+    def effective_limits(self) -> Limits:
+        """``limits``, else the module default :data:`DEFAULT_LIMITS` (read at call time)."""
+        return self.limits if self.limits is not None else DEFAULT_LIMITS
+
+    def effective_allow_private(self) -> bool:
+        """``allow_private``, else the module default :data:`ALLOW_PRIVATE`."""
+        return self.allow_private if self.allow_private is not None else ALLOW_PRIVATE
 
     def secrets(self) -> list[str]:
         """Every secret value that must never leave the server (key and header values)."""
@@ -51,13 +134,45 @@ class ContentPart:
     filename: str = ""
 
 
+def tool_arguments_complete(arguments: str) -> bool:
+    """Whether a tool call's assembled ``arguments`` text is usable as sent: blank (no
+    arguments, replayed as ``{}``) or a JSON object. False for text cut off by ``max_tokens``
+    (finish ``length``), other invalid JSON, a JSON value that is not an object, and JSON
+    nested too deeply to parse. The runner flags a call for which this is False ("arguments
+    incomplete") and offers no result form for it."""
+    if not arguments.strip():
+        return True
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def replay_arguments(arguments: str) -> str:
+    """The ``arguments`` text sent back in history (every API style): the text unchanged when
+    it is a JSON object; ``"{}"`` when blank (an empty string is not JSON and servers reject
+    it); otherwise (cut off, invalid, or not an object) a JSON object that keeps what the model
+    wrote: ``{"_incomplete_arguments": "<the text>"}``, never invalid JSON."""
+    if not arguments.strip():
+        return "{}"
+    if tool_arguments_complete(arguments):
+        return arguments
+    return json.dumps({"_incomplete_arguments": arguments}, ensure_ascii=False)
+
+
 @dataclass(frozen=True)
 class ToolCall:
-    """A complete tool call of an assistant message: ``arguments`` is the JSON text as sent."""
+    """A complete tool call of an assistant message: ``arguments`` is the JSON text as
+    received (possibly blank or cut off; adapters send :func:`replay_arguments` of it)."""
 
     id: str
     name: str
     arguments: str
+
+    @property
+    def arguments_complete(self) -> bool:
+        """:func:`tool_arguments_complete` of ``arguments``."""
+        return tool_arguments_complete(self.arguments)
 
 
 @dataclass(frozen=True)
@@ -68,6 +183,11 @@ class ChatMessage:
     (user). ``tool_calls``: what an assistant message asked for; ``tool_call_id``: which
     call a ``tool`` message answers. ``reasoning`` / ``reasoning_signature``: an assistant's
     prior thinking, sent back where the API requires it (Anthropic thinking blocks).
+    ``redacted_thinking``: the ``data`` of each :class:`RedactedThinking` the assistant's turn
+    produced, in order; ``anthropic_messages`` sends them back unchanged as
+    ``{"type": "redacted_thinking", "data"}`` blocks after the thinking block (the API rejects
+    a tool-result turn with thinking enabled whose thinking blocks are missing); other API
+    styles have no such block and ignore them.
     """
 
     role: str
@@ -78,6 +198,7 @@ class ChatMessage:
     name: str = ""
     reasoning: str = ""
     reasoning_signature: str = ""
+    redacted_thinking: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,13 +260,103 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True)
+class AnswerWasReasoning:
+    """All answer text this stream emitted so far (every ``TextDelta`` since its
+    ``ResponseStarted``) was reasoning.
+
+    Sent when a closing ``</think>`` / ``</thinking>`` arrives in the answer without an opening
+    tag (chat templates that open the tag in the prompt, so the model streams only the close).
+    At most once per stream, only when answer text was emitted before the tag, and never when
+    the stream already carried reasoning in a reasoning field (then the tag is literal text).
+    The tag itself is never emitted; text between the last ``TextDelta`` and the tag follows
+    as a ``ReasoningDelta``, the answer after the tag as ``TextDelta``.
+
+    Runner: take the characters this stream appended to the answer (not a prefill or the
+    answer a Continue started from), remove them from the answer and append them to the
+    reasoning, then send the message again whole (a snapshot frame: the streamed answer
+    shrank, so no delta can express it).
+    """
+
+
+@dataclass(frozen=True)
 class ToolCallDelta:
-    """A piece of a streamed tool call (assembled by index in the runner)."""
+    """A piece of a streamed tool call (assembled by index in the runner).
+
+    ``index`` numbers the calls of one answer 0, 1, 2… as the adapter tells them apart: two
+    calls streamed on the same upstream index with different ids get different indices.
+    ``arguments`` pieces are concatenated; check the whole with
+    :func:`tool_arguments_complete` when the stream ends (a call cut off by ``max_tokens`` is
+    not valid JSON).
+    """
 
     index: int
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+
+
+@dataclass(frozen=True)
+class ServerToolUse:
+    """Something the upstream ran itself (a server-side tool), to be shown as what the server
+    did, never as a client tool call asking for a result.
+
+    One event per finished block/item. ``block_type``: the Anthropic content block type
+    (``server_tool_use``, ``web_search_tool_result``, ``web_fetch_tool_result``,
+    ``code_execution_tool_result``, ``mcp_tool_use``, ``mcp_tool_result``, … any block other
+    than text, thinking, redacted_thinking and tool_use) or the Responses output item type
+    (``web_search_call``, ``file_search_call``, ``code_interpreter_call``,
+    ``image_generation_call``, ``mcp_call``, ``mcp_list_tools``). ``id``: the block's ``id``
+    (uses) or ``tool_use_id`` (results), "" if none. ``name``: the tool's name (for a result,
+    the name of the use it answers when known). ``input_json``: the tool's input as JSON text
+    ("" for results). ``result_summary``: one line of plain text about a result ("3 results:
+    Title — https://…; …", "error: max_uses_exceeded"), "" for uses. Not sent back in history.
+    """
+
+    block_type: str
+    name: str = ""
+    id: str = ""
+    input_json: str = ""
+    result_summary: str = ""
+
+
+@dataclass(frozen=True)
+class RedactedThinking:
+    """An Anthropic ``redacted_thinking`` block: ``data`` is opaque (encrypted reasoning) and
+    kept byte-identical. Runner: show "Thinking (redacted)", store ``data`` in order, and put
+    it in ``ChatMessage.redacted_thinking`` of this assistant message in later requests."""
+
+    data: str
+
+
+@dataclass(frozen=True)
+class StreamWarning:
+    """Something in the stream could not be used and was skipped; the stream goes on.
+
+    ``code``: ``unparsable_event`` (an event whose data is not JSON, e.g. a chunk cut in half;
+    the text it held is missing) or ``incomplete_event`` (the body ended inside an event).
+    ``message``: for the user. ``raw_excerpt``: at most 300 characters of the raw data,
+    secrets removed (the whole event is in the ``RawEvent`` just before). Runner: show a warning
+    on the answer ("part of the answer may be missing"), keep the RawEvent for Inspect.
+    """
+
+    message: str
+    raw_excerpt: str = ""
+    code: str = "unparsable_event"
+
+
+@dataclass(frozen=True)
+class FinalText:
+    """The upstream's own final copy of the answer differs from the text streamed.
+
+    Sent where the protocol repeats the whole text at the end (Responses
+    ``response.output_text.done`` and the ``output`` of ``response.completed`` /
+    ``response.incomplete``), at most once, before ``Finish``. ``text`` is this stream's whole
+    answer per that copy (inline reasoning tags removed as in the stream). Runner: replace the
+    answer text this stream emitted (after any ``AnswerWasReasoning``; not the prefill) with
+    ``text`` and send the message again whole; the upstream's copy wins.
+    """
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -183,6 +394,11 @@ class ModelOutputError:
 @dataclass(frozen=True)
 class Usage:
     """Token usage as the upstream reported it, normalized.
+
+    None means unknown, never a placeholder: Anthropic's ``message_start`` usage is provisional
+    (its ``output_tokens`` is 0 or 1 before generation), so ``completion_tokens`` and
+    ``total_tokens`` stay None until ``message_delta`` reports them; a stream stopped or cut
+    before that has unknown completion tokens.
 
     Tokens are counts; ``cost_usd`` in USD when the upstream sent it (Sansa ``usage.cost``).
     Upstream-reported timings keep the upstream's own units converted to ms / tokens per second:
@@ -224,20 +440,28 @@ class RawEvent:
     """One upstream SSE event as received (for the Inspect view), secrets scrubbed.
 
     ``event`` is the SSE ``event:`` field ("" when absent), ``data`` the data field text.
+    ``omitted``: characters of the data not kept (cut at ``Limits.max_raw_event_chars``, or
+    all of it once ``Limits.max_raw_chars`` were kept for this stream); 0 when whole.
     """
 
     event: str
     data: str
+    omitted: int = 0
 
 
 Event = (
     ResponseStarted
     | TextDelta
     | ReasoningDelta
+    | AnswerWasReasoning
     | ReasoningSignature
+    | RedactedThinking
     | ToolCallDelta
+    | ServerToolUse
     | LogprobsDelta
     | ModelOutputError
+    | StreamWarning
+    | FinalText
     | Usage
     | Finish
     | RawEvent
@@ -255,9 +479,14 @@ class ProviderError(Exception):
     ``status``: HTTP status, or None for transport failures (connection refused, timeout, cut
     stream). ``code``: the upstream's error code/type (``invalid_request_error``,
     ``rate_limit_exceeded``, …) or one of ours (``connection_error``, ``timeout``,
-    ``stream_error``, ``stream_cut``). ``retry_after_s``: seconds from ``Retry-After``.
-    ``body_excerpt``: at most 2,000 characters of the raw body, secrets removed.
-    ``message`` never contains a secret (the adapter scrubs it).
+    ``stream_error``, ``stream_cut``, ``limit_exceeded``, ``base_url_refused``,
+    ``models_not_listed``, ``path_not_found``, ``bad_response``). ``type``: the upstream's
+    error ``type`` when it sent one besides the code (OpenAI ``invalid_request_error`` next to
+    code ``context_length_exceeded``; for Anthropic errors code and type are the same).
+    ``retry_after_s``: seconds from ``Retry-After``. ``body_excerpt``: at most 2,000 characters
+    of the raw body, secrets removed. ``message`` never contains a secret (the adapter scrubs
+    it). Every string is made valid Unicode here (lone surrogates → U+FFFD), so the error can
+    always be stored and shown.
     """
 
     def __init__(
@@ -270,15 +499,18 @@ class ProviderError(Exception):
         request_id: str | None = None,
         retry_after_s: float | None = None,
         body_excerpt: str = "",
+        type: str | None = None,  # noqa: A002 - the upstream's field name
     ) -> None:
+        message = fix_surrogates(message)
         super().__init__(message)
         self.message = message
         self.status = status
-        self.code = code
-        self.param = param
-        self.request_id = request_id
+        self.code = fix_surrogates(code) if code else code
+        self.param = fix_surrogates(param) if param else param
+        self.request_id = fix_surrogates(request_id) if request_id else request_id
         self.retry_after_s = retry_after_s
-        self.body_excerpt = body_excerpt
+        self.body_excerpt = fix_surrogates(body_excerpt)
+        self.type = fix_surrogates(type) if type else type
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe form stored on the message row and shown to the user."""
@@ -286,6 +518,7 @@ class ProviderError(Exception):
             "message": self.message,
             "status": self.status,
             "code": self.code,
+            "type": self.type,
             "param": self.param,
             "request_id": self.request_id,
             "retry_after_s": self.retry_after_s,
@@ -299,6 +532,47 @@ class ProviderError(Exception):
 
 
 REDACTED = "[REDACTED]"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR_OR_LONE = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+
+
+def _join_pair(match: re.Match[str]) -> str:
+    pair = match.group()
+    if len(pair) == 2:
+        high, low = ord(pair[0]), ord(pair[1])
+        return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+    return "\ufffd"
+
+
+def fix_surrogates(text: str) -> str:
+    """``text`` as valid Unicode: UTF-16 surrogate pairs (as ``json.loads`` makes them from
+    ``"\\ud83d\\ude00"``) joined into their character, every lone surrogate replaced by one
+    U+FFFD. Returns ``text`` itself when it holds no surrogate (the common case; cheap)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _PAIR_OR_LONE.sub(_join_pair, text)
+
+
+def fix_surrogates_deep(value: Any) -> Any:
+    """:func:`fix_surrogates` applied to every string (keys too) inside dicts, lists, tuples
+    and dataclass instances (e.g. ``Usage.raw``, ``LogprobsDelta.tokens``); other values are
+    returned as they are. Returns an equal value when nothing needed fixing."""
+    if isinstance(value, str):
+        return fix_surrogates(value)
+    if isinstance(value, dict):
+        return {fix_surrogates_deep(k): fix_surrogates_deep(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(fix_surrogates_deep(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            current = getattr(value, f.name)
+            fixed = fix_surrogates_deep(current)
+            if fixed != current:
+                changes[f.name] = fixed
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
 
 
 def scrub(text: str, secrets: list[str]) -> str:

@@ -8,7 +8,8 @@ and seed 004 (Anthropic-style ``{"type": "error", "error": {"type", "message"}}`
 * ``{"error": "text"}``
 * ``{"type": "error", "error": {"type", "message"}}``
 * vLLM/FastAPI-style ``{"message", "type", "code"}`` / ``{"detail": …}`` at the top level
-* plain text, HTML from a proxy, an empty body.
+* plain text, HTML from a proxy, an empty body;
+* any of these as an event stream (``data: {"error": …}`` then ``data: [DONE]``).
 
 Every string that leaves this module is scrubbed of the endpoint's secrets (also in their
 JSON-escaped and URL-encoded forms, since upstreams echo keys inside JSON).
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from .base import ChatRequest, ModelOutputError, ProviderError, scrub
 
@@ -134,45 +135,95 @@ def _detail_message(detail: Any) -> str | None:
     return None
 
 
-def fields_from_payload(payload: Any) -> dict[str, str | None] | None:
-    """Pull ``message``, ``code``, ``param``, ``request_id`` out of a decoded JSON error body.
+def _code_and_type(code_value: Any, type_value: Any) -> tuple[str | None, str | None]:
+    """``(code, type)`` as the dialects define them.
 
-    ``code`` is the error's ``code`` when it is a non-numeric string, else its ``type``
-    (``invalid_request_error``, ``rate_limit_error``…), else a numeric code as text.
-    Returns None when ``payload`` does not look like an error.
+    OpenAI / SambaNova / Sansa put a machine code in ``code`` (``context_length_exceeded``)
+    and a class in ``type`` (``invalid_request_error``); Anthropic has only ``type``
+    (``overloaded_error``); Sansa and some proxies send a numeric ``code`` (402, or a string
+    such as ``"429"``). ``code`` is the ``code`` when it is a non-numeric string, else the
+    ``type``, else the numeric code as text, so a numeric code never hides the type. ``type`` is
+    the ``type`` (not the envelope's ``"error"``) or None.
     """
+    type_str = _str_or_none(type_value) if isinstance(type_value, str) else None
+    if type_str == "error":  # Anthropic envelope, not a type
+        type_str = None
+    code_str = code_value.strip() if isinstance(code_value, str) else ""
+    if code_str and not code_str.lstrip("+-").isdigit():
+        return code_str, type_str
+    return type_str or _str_or_none(code_str or code_value), type_str
+
+
+def fields_from_payload(payload: Any) -> dict[str, str | None] | None:
+    """Pull ``message``, ``code``, ``type``, ``param``, ``request_id`` out of a decoded JSON
+    error body (see :func:`_code_and_type` for ``code`` and ``type``). Returns None when
+    ``payload`` does not look like an error."""
     if not isinstance(payload, dict):
         return None
     request_id = _str_or_none(payload.get("request_id"))
     error = payload.get("error")
     if isinstance(error, dict):
         message = _str_or_none(error.get("message")) or _str_or_none(error.get("msg"))
-        code_value, type_value = error.get("code"), error.get("type")
-        code = _str_or_none(code_value) if isinstance(code_value, str) else None
-        code = code or _str_or_none(type_value) or _str_or_none(code_value)
+        code, type_ = _code_and_type(error.get("code"), error.get("type"))
         request_id = request_id or _str_or_none(error.get("request_id"))
         return {
             "message": message,
             "code": code,
+            "type": type_,
             "param": _str_or_none(error.get("param")),
             "request_id": request_id,
         }
     if isinstance(error, str):
-        return {"message": error, "code": None, "param": None, "request_id": request_id}
+        return {
+            "message": error, "code": None, "type": None, "param": None, "request_id": request_id
+        }
     if "message" in payload or "detail" in payload:
         message = _str_or_none(payload.get("message")) or _detail_message(payload.get("detail"))
-        code_value, type_value = payload.get("code"), payload.get("type")
-        code = _str_or_none(code_value) if isinstance(code_value, str) else None
-        if type_value == "error":  # Anthropic envelope without an inner object
-            type_value = None
-        code = code or _str_or_none(type_value) or _str_or_none(code_value)
+        code, type_ = _code_and_type(payload.get("code"), payload.get("type"))
         return {
             "message": message,
             "code": code,
+            "type": type_,
             "param": _str_or_none(payload.get("param")),
             "request_id": request_id,
         }
     return None
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _sse_error_payload(text: str) -> tuple[Any, bool]:
+    """``(payload, is_sse)`` for a body sent as an event stream (``data: {"error": …}`` then
+    ``data: [DONE]``, or Anthropic's ``event: error``): the first event whose data is JSON that
+    looks like an error, else the first JSON data, else None. ``is_sse`` is False when the
+    body has no ``data:`` line at all."""
+    events: list[str] = []
+    data: list[str] = []
+    seen = False
+    for line in [*_LINE_BREAK.split(text), ""]:
+        if not line:
+            if data:
+                events.append("\n".join(data))
+                data = []
+            continue
+        name, _, value = line.partition(":")
+        if name == "data":
+            seen = True
+            data.append(value[1:] if value.startswith(" ") else value)
+    first: Any = None
+    for item in events:
+        if item.strip() == "[DONE]":
+            continue
+        try:
+            payload = json.loads(item)
+        except (ValueError, RecursionError):
+            continue
+        if fields_from_payload(payload) is not None:
+            return payload, True
+        if first is None:
+            first = payload
+    return first, seen
 
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -210,8 +261,10 @@ def parse_error(
     ``body``: the raw body (already capped by the caller); ``secrets``: values to scrub (the
     endpoint's key and header values, see ``EndpointConfig.secrets()``).
 
-    Result: ``status`` as given; ``code``/``param``/``request_id`` from the JSON body when it
-    has them (request id falls back to ``x-request-id``/``request-id``); ``message`` the
+    Result: ``status`` as given; ``code``/``type``/``param``/``request_id`` from the body when
+    it has them, JSON or an event stream (``data: {"error": …}``, see
+    :func:`_sse_error_payload`; request id falls back to ``x-request-id``/``request-id``);
+    ``message`` the
     upstream's message, or a summary for HTML ("HTTP 502 from a proxy (HTML body): …"), the
     first 1,000 characters of a text body, or "HTTP 503 Service Unavailable" for an empty body;
     a 3xx says the redirect was not followed; ``retry_after_s`` from ``Retry-After`` /
@@ -225,22 +278,29 @@ def parse_error(
 
     message: str | None = None
     code: str | None = None
+    type_: str | None = None
     param: str | None = None
     request_id: str | None = None
 
     stripped = text.strip()
     payload: Any = None
+    is_sse = False
     if stripped[:1] in ("{", "["):
         try:
             payload = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = None
+    if payload is None and ("data:" in stripped[:4096] or "event:" in stripped[:4096]):
+        payload, is_sse = _sse_error_payload(stripped)
     fields = fields_from_payload(payload)
     if fields is not None:
         message = fields["message"]
-        code, param, request_id = fields["code"], fields["param"], fields["request_id"]
+        code, type_ = fields["code"], fields["type"]
+        param, request_id = fields["param"], fields["request_id"]
         if not message:
             message = f"{fallback}: {code}" if code else fallback
+    elif is_sse:
+        message = f"{fallback}: the upstream answered with an event stream that holds no error"
     elif not stripped:
         message = fallback
     elif _looks_like_html(stripped, content_type):
@@ -262,10 +322,68 @@ def parse_error(
         scrub(_clip(message), variants),
         status=status,
         code=scrub(code, variants) if code else None,
+        type=scrub(type_, variants) if type_ else None,
         param=scrub(param, variants) if param else None,
         request_id=request_id or request_id_from_headers(headers),
         retry_after_s=parse_retry_after(headers),
         body_excerpt=scrub(text, variants)[:EXCERPT_CHARS],
+    )
+
+
+def route_error(error: ProviderError, body: bytes, url: str, api_style: str) -> ProviderError:
+    """For a 404 or 405 on the chat path whose body says nothing about a model: the route
+    itself is missing, so the base URL or the API style is wrong, not the model. Returns a
+    ``ProviderError(code="path_not_found")`` saying so (status, request id, excerpt kept; the
+    upstream's code moves to ``type``, its message is quoted); any other error is returned
+    unchanged. A body that mentions a model (``model_not_found``, "model: x") keeps its error.
+    """
+    if error.status not in (404, 405):
+        return error
+    text = body.decode("utf-8", errors="replace").lower()
+    if "model" in text or "model" in (error.code or "").lower():
+        return error
+    try:
+        parts = urlsplit(url)
+        host, path = parts.netloc.rpartition("@")[2] or "the upstream", parts.path or "/"
+    except ValueError:
+        host, path = "the upstream", url
+    said = error.message.strip()
+    message = (
+        f"HTTP {error.status}: {host} has no POST {path}. The base URL or the API style is "
+        f"probably wrong: check that the base URL ends where the API starts (often …/v1) and "
+        f"that the server speaks {api_style}"
+    )
+    if said and not said.startswith(f"HTTP {error.status}"):
+        message += f" (the server said: {_clip(said, 200)})"
+    return ProviderError(
+        message,
+        status=error.status,
+        code="path_not_found",
+        type=error.code or error.type,
+        param=error.param,
+        request_id=error.request_id,
+        retry_after_s=error.retry_after_s,
+        body_excerpt=error.body_excerpt,
+    )
+
+
+MODELS_NOT_LISTED_MESSAGE = "The server is reachable but does not list models; type the model id"
+
+
+def models_not_listed(error: ProviderError) -> ProviderError:
+    """For ``GET /models`` answered 404, 405 or 501: the server answered, it just has no model
+    list. ``ProviderError(code="models_not_listed")`` with
+    :data:`MODELS_NOT_LISTED_MESSAGE`, distinguishable from a connection failure; other errors
+    are returned unchanged."""
+    if error.status not in (404, 405, 501):
+        return error
+    return ProviderError(
+        MODELS_NOT_LISTED_MESSAGE,
+        status=error.status,
+        code="models_not_listed",
+        type=error.code or error.type,
+        request_id=error.request_id,
+        body_excerpt=error.body_excerpt,
     )
 
 
@@ -285,11 +403,13 @@ def error_from_event(
         _clip(data, 300) if data.strip() and payload is None else "The upstream reported an error"
     )
     code = fields.get("code") or "stream_error"
+    type_ = fields.get("type")
     param = fields.get("param")
     return ProviderError(
         scrub(_clip(message), variants),
         status=None,
         code=scrub(code, variants),
+        type=scrub(type_, variants) if type_ else None,
         param=scrub(param, variants) if param else None,
         request_id=fields.get("request_id") or request_id,
         body_excerpt=scrub(data, variants)[:EXCERPT_CHARS],
@@ -329,7 +449,7 @@ def model_output_from_body(body: bytes, secrets: list[str]) -> ModelOutputError 
     """:func:`model_output_error` for a raw (non-2xx) response body; None if it is not JSON."""
     try:
         payload = json.loads(body.decode("utf-8", errors="replace"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return model_output_error(payload, secrets)
 

@@ -24,9 +24,15 @@ Stream-end rules (the runner relies on them):
   turn still ends with the ``ProviderError``, and the UI can show what the model wrote.
 * Before raising, text held back by the ``<think>`` splitter is yielded, so nothing received is
   lost.
-* SSE framing is httpx-sse's (WHATWG rules): comment lines (``: keep-alive``) are not events,
-  multi-line ``data:`` is joined with ``\n``, CR/LF/CRLF all end lines, and a last event not
-  followed by a blank line is incomplete and dropped (so a body cut inside an event is a cut).
+* SSE framing is httpx-sse's (WHATWG rules, fed by :func:`chat.providers.http.iter_sse`):
+  comment lines (``: keep-alive``) are not events, multi-line ``data:`` is joined with ``\n``,
+  CR/LF/CRLF all end lines, and a last event not followed by a blank line is incomplete and
+  dropped with a ``StreamWarning`` (so a body cut inside an event is a cut). Data that is not
+  JSON (a chunk cut in half) gives a ``StreamWarning`` and the stream goes on.
+* Parallel tool calls: a delta whose ``id`` differs from the call already streaming at its
+  ``index`` starts a new call (some servers stream every call on index 0); ``ToolCallDelta``
+  indices are the adapter's own, one per call.
+* The SSE loop, limits and Unicode repair are shared: :func:`chat.providers.http.stream_sse`.
 
 Callers must close the generator when they stop early (``contextlib.aclosing``) or cancel the
 task; either closes the upstream response at once. Adapters never time, persist or render.
@@ -36,15 +42,11 @@ May import: the standard library, httpx, httpx-sse (no Django).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from httpx_sse import SSEError
 
 from .base import (
     ChatMessage,
@@ -56,35 +58,29 @@ from .base import (
     LogprobsDelta,
     ModelInfo,
     ProviderError,
-    RawEvent,
-    ReasoningDelta,
-    ResponseStarted,
-    TextDelta,
     TokenLogprob,
     ToolCallDelta,
     Usage,
+    fix_surrogates,
+    limit_error,
+    replay_arguments,
     scrub,
 )
 from .errors import (
     EXCERPT_CHARS,
     error_from_event,
     model_output_error,
-    model_output_from_body,
-    parse_error,
-    request_id_from_headers,
-    secret_variants,
+    models_not_listed,
     unsupported_content_error,
 )
 from .http import (
-    STREAM_CUT_MESSAGE,
-    LenientEventSource,
-    build_http_request,
-    host_of,
+    NOT_JSON,
+    loads,
     merge_headers,
-    read_capped,
-    send_stream,
-    transport_error,
+    request_json,
+    stream_sse,
 )
+from .text import InlineReasoningSplitter
 
 API_STYLE = "openai_chat"
 
@@ -136,12 +132,6 @@ AUDIO_FORMATS = {
     "audio/x-flac": "flac",
     "audio/opus": "opus",
 }
-
-#: Seconds spent reading the rest of the body after ``[DONE]`` (see :func:`_drain`).
-DRAIN_AFTER_DONE_S = 0.5
-
-#: Transport failures that, after a finish_reason, only lose trailing usage / ``[DONE]``.
-_INTERRUPTIONS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.ReadTimeout)
 
 
 # ---- request ------------------------------------------------------------------------------
@@ -246,7 +236,7 @@ def _chat_message(message: ChatMessage, sambanova: bool) -> dict[str, Any]:
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {"name": call.name, "arguments": replay_arguments(call.arguments)},
                 }
                 for call in message.tool_calls
             ],
@@ -312,8 +302,9 @@ def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, di
       ``image_url`` parts (a data URI, or the image URL) and ``input_audio`` parts
       (``{"data": <base64>, "format": "mp3"|"wav"|…}``, seed 001; seed 002's ``audio_content``
       form for ``api.sambanova.ai``). An assistant message with ``tool_calls`` carries them
-      (``content`` null when empty); a ``tool`` message carries ``tool_call_id``. Prior
-      reasoning is not sent back (chat templates drop it).
+      (``content`` null when empty; ``arguments`` as :func:`chat.providers.base.replay_arguments`
+      makes them: ``"{}"`` for blank, never invalid JSON); a ``tool`` message carries
+      ``tool_call_id``. Prior reasoning is not sent back (chat templates drop it).
     * ``tools`` as given (OpenAI form) and, only with tools, ``tool_choice`` ("auto", "none",
       "required", or ``{"type": "function", "function": {"name"}}`` for a function name).
     * ``response_format`` as given, except ``{"type": "text"}`` (the default; seed 002 says
@@ -373,101 +364,10 @@ def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, di
     return url, headers, merge_extra(body, request.extra)
 
 
-# ---- <think> splitting --------------------------------------------------------------------
+# ---- inline reasoning ---------------------------------------------------------------------
 
-
-class ThinkSplitter:
-    """Split inline ``<think>…</think>`` reasoning out of streamed content.
-
-    Rules:
-
-    * Only a ``<think>`` at the very start of the content (leading whitespace allowed) opens
-      reasoning. Until the first non-whitespace characters decide it, whitespace and a partial
-      ``<think>`` prefix (``"<"``, ``"<thi"``) are held back; anything else ("a < b",
-      ``"<thinking>"``) makes the whole content plain answer text from then on, and no later
-      ``<think>`` is treated specially.
-    * Inside reasoning, text is released at once except a trailing partial ``</think>``
-      prefix (held until the next piece decides it). Leading whitespace of the reasoning and of
-      the answer after ``</think>`` is dropped (``<think>\\n\\n</think>\\n\\nHi`` → answer
-      ``"Hi"``, no reasoning).
-    * :meth:`flush` (at ``finish_reason`` and at the end) releases what is held: an unclosed
-      ``<think>`` means everything after it was reasoning (e.g. cut by ``max_tokens``).
-
-    ``feed``/``flush`` return a list of ``TextDelta``/``ReasoningDelta``.
-    """
-
-    OPEN = "<think>"
-    CLOSE = "</think>"
-
-    def __init__(self) -> None:
-        self._state = "start"  # start | think_start | think | after | answer
-        self._buf = ""
-
-    def feed(self, text: str) -> list[TextDelta | ReasoningDelta]:
-        out: list[TextDelta | ReasoningDelta] = []
-        if not text:
-            return out
-        if self._state == "answer":
-            out.append(TextDelta(text))
-            return out
-        self._buf += text
-        while True:
-            buf = self._buf
-            if self._state == "start":
-                stripped = buf.lstrip()
-                if not stripped:
-                    return out
-                if stripped.startswith(self.OPEN):
-                    self._state = "think_start"
-                    self._buf = stripped[len(self.OPEN) :]
-                    continue
-                if self.OPEN.startswith(stripped):
-                    return out
-                self._state = "answer"
-                self._buf = ""
-                out.append(TextDelta(buf))
-                return out
-            if self._state in ("think_start", "after"):
-                stripped = buf.lstrip()
-                if not stripped:
-                    self._buf = ""
-                    return out
-                self._buf = stripped
-                self._state = "think" if self._state == "think_start" else "answer"
-                continue
-            if self._state == "think":
-                end = buf.find(self.CLOSE)
-                if end >= 0:
-                    if end:
-                        out.append(ReasoningDelta(buf[:end]))
-                    self._buf = buf[end + len(self.CLOSE) :]
-                    self._state = "after"
-                    continue
-                hold = 0
-                for k in range(min(len(self.CLOSE) - 1, len(buf)), 0, -1):
-                    if buf.endswith(self.CLOSE[:k]):
-                        hold = k
-                        break
-                if len(buf) > hold:
-                    out.append(ReasoningDelta(buf[: len(buf) - hold]))
-                self._buf = buf[len(buf) - hold :]
-                return out
-            # answer
-            self._buf = ""
-            if buf:
-                out.append(TextDelta(buf))
-            return out
-
-    def flush(self) -> list[TextDelta | ReasoningDelta]:
-        buf, self._buf = self._buf, ""
-        if not buf:
-            return []
-        if self._state == "start":
-            self._state = "answer"
-            return [TextDelta(buf)]
-        if self._state == "think":
-            return [ReasoningDelta(buf)]
-        return []
+#: The shared splitter (kept under its old name for callers of this module).
+ThinkSplitter = InlineReasoningSplitter
 
 
 # ---- usage --------------------------------------------------------------------------------
@@ -556,14 +456,46 @@ def logprobs_event(items: Any) -> LogprobsDelta | None:
     return LogprobsDelta(tuple(tokens)) if tokens else None
 
 
+class ToolCallIndexer:
+    """The adapter's own number (0, 1, 2…) for each tool call of one answer.
+
+    ``ordinal(key, call_id)``: ``key`` is where the dialect streams the call (chat
+    ``tool_calls[].index``, an Anthropic content block index, a Responses item key) and
+    ``call_id`` its id when this delta carries one. A delta without an id, or with the id of
+    the call already at ``key``, continues that call; a *different* id at an occupied key
+    starts a new call (servers that stream parallel calls on one index), as does an unseen
+    key.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[Any, list[Any]] = {}  # key → [ordinal, id]
+        self.count = 0
+
+    def ordinal(self, key: Any, call_id: str | None = None) -> int:
+        known = self._calls.get(key)
+        if known is not None and (not call_id or not known[1] or known[1] == call_id):
+            if call_id and not known[1]:
+                known[1] = call_id
+            return known[0]
+        ordinal = self.count
+        self.count += 1
+        self._calls[key] = [ordinal, call_id or ""]
+        return ordinal
+
+    def known(self, key: Any) -> bool:
+        return key in self._calls
+
+
 class _Chunks:
     """Per-stream state: the ``<think>`` splitter, whether a finish_reason / ``[DONE]`` came,
-    and usage (emitted whenever the usage or ``sansa`` object changes; the last one wins)."""
+    the tool-call numbering, and usage (emitted whenever the usage or ``sansa`` object
+    changes; the last one wins)."""
 
     def __init__(self, secrets: list[str], request_id: str | None) -> None:
         self.secrets = secrets
         self.request_id = request_id
-        self.splitter = ThinkSplitter()
+        self.splitter = InlineReasoningSplitter()
+        self.tools = ToolCallIndexer()
         self.finished = False
         self.done = False
         self._usage: dict[str, Any] | None = None
@@ -577,6 +509,27 @@ class _Chunks:
         if output is not None:
             self._pending.append(output)
         return error_from_event(payload, data, self.secrets, request_id=self.request_id)
+
+    def interpret(self, event: str, payload: Any, data: str) -> list[Event]:
+        """Events for one SSE event (see :class:`chat.providers.http.StreamState`). Raises
+        ``ProviderError`` for an ``event: error`` and for an ``{"error": …}`` chunk."""
+        if event == "error":
+            raise self.fail(payload, data)
+        return self.chunk(payload, data)
+
+    def relay_json(self, text: str) -> list[Event]:
+        """A 2xx ``application/json`` answer to a streamed request: a whole
+        ``chat.completion`` (its ``message`` is read like a delta)."""
+        payload = loads(text)
+        if payload is NOT_JSON:
+            raise ProviderError(
+                "The upstream answered with JSON that could not be parsed",
+                code="bad_response",
+                body_excerpt=scrub(text, self.secrets)[:EXCERPT_CHARS],
+            )
+        events = self.chunk(payload, text)
+        self.done = True
+        return events
 
     def chunk(self, payload: Any, data: str) -> list[Event]:
         """Events for one decoded chunk. Raises ProviderError for an error chunk."""
@@ -610,7 +563,7 @@ class _Chunks:
             delta = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         reasoning = _first_text(delta.get("reasoning"), delta.get("reasoning_content"))
         if reasoning:
-            events.append(ReasoningDelta(reasoning))
+            events.extend(self.splitter.reasoning(reasoning))
         content = delta.get("content")
         if isinstance(content, str):
             events.extend(self.splitter.feed(content))
@@ -633,8 +586,7 @@ class _Chunks:
                         else [inner]
                     )
                     text = "".join(t for t in texts if isinstance(t, str))
-                    if text:
-                        events.append(ReasoningDelta(text))
+                    events.extend(self.splitter.reasoning(text))
         tool_calls = delta.get("tool_calls")
         for position, call in enumerate(tool_calls if isinstance(tool_calls, list) else []):
             if not isinstance(call, dict):
@@ -642,10 +594,12 @@ class _Chunks:
             function = call.get("function") if isinstance(call.get("function"), dict) else {}
             index = call.get("index")
             arguments = function.get("arguments")
+            call_id = call.get("id") if isinstance(call.get("id"), str) and call["id"] else None
+            key = index if isinstance(index, int) and not isinstance(index, bool) else position
             events.append(
                 ToolCallDelta(
-                    index=index if isinstance(index, int) else position,
-                    id=call.get("id") if isinstance(call.get("id"), str) else None,
+                    index=self.tools.ordinal(key, call_id),
+                    id=call_id,
                     name=function.get("name") if isinstance(function.get("name"), str) else None,
                     arguments=arguments if isinstance(arguments, str) else "",
                 )
@@ -679,147 +633,35 @@ class _Chunks:
 # ---- streaming ----------------------------------------------------------------------------
 
 
-async def stream(
+def stream(
     client: httpx.AsyncClient, config: EndpointConfig, request: ChatRequest
 ) -> AsyncIterator[Event]:
-    """Stream one chat completion as events.
+    """Stream one chat completion as events (an async iterator; nothing is sent before the
+    first iteration).
 
     Yields ``ResponseStarted(status, request_id)`` once the 2xx headers arrive (request id from
     ``x-request-id``/``request-id``), then for every SSE event a ``RawEvent(event, data)``
     (secrets scrubbed; comments and keep-alives are not events) followed by its semantic events:
     ``ReasoningDelta`` (``delta.reasoning``, else ``delta.reasoning_content``, or inline
-    ``<think>``), ``TextDelta``, ``ToolCallDelta``, ``Finish(finish_reason)`` (once),
-    ``Usage`` (each time the usage changes; the last one wins). A 2xx JSON body (a server that
-    ignored ``stream: true``) is relayed as one ``RawEvent`` plus the same semantic events.
+    ``<think>``/``<thinking>``), ``TextDelta``, ``AnswerWasReasoning`` (an orphan closing tag),
+    ``ToolCallDelta`` (one index per call, see :class:`ToolCallIndexer`),
+    ``LogprobsDelta``, ``Finish(finish_reason)`` (once), ``Usage`` (each time the usage
+    changes; the last one wins), ``StreamWarning`` for data that is not JSON. A 2xx JSON body
+    (a server that ignored ``stream: true``) is relayed as one ``RawEvent`` plus the same
+    semantic events.
 
-    Raises ``ProviderError``: ``parse_error(...)`` for a non-2xx status (the body read is capped
-    at 64 KiB); for transport failures see :func:`chat.providers.http.transport_error`; for
-    in-stream errors and cut streams see the module docstring. Never raises httpx exceptions.
-    Close it with ``contextlib.aclosing`` when stopping early; cancellation closes the upstream
-    response too.
+    Raises ``ProviderError``: ``unsupported_content`` (before sending); ``parse_error(...)``
+    for a non-2xx status (``path_not_found`` for a 404/405 that does not mention a model);
+    ``limit_exceeded``; for transport failures see
+    :func:`chat.providers.http.transport_error`; for in-stream errors and cut streams see the
+    module docstring. Never raises httpx exceptions. Close it with ``contextlib.aclosing`` when
+    stopping early; cancellation closes the upstream response too.
     """
     unsupported = unsupported_content_error(request, CONTENT_TYPES, API_STYLE)
-    if unsupported is not None:
-        raise unsupported
     url, headers, body = build_request(config, request)
-    secrets = secret_variants(config.secrets())
-    host = host_of(url)
-    http_request = build_http_request(client, "POST", url, headers, secrets, json=body)
-    started = False
-    state: _Chunks | None = None
-    failure: httpx.HTTPError | None = None
-    try:
-        async with send_stream(client, http_request) as response:
-            started = True
-            if not response.is_success:
-                raw = await read_capped(response)
-                error = parse_error(response.status_code, response.headers, raw, secrets)
-                output = model_output_from_body(raw, secrets)
-                if output is not None:
-                    yield output
-                raise error
-            request_id = request_id_from_headers(response.headers)
-            state = _Chunks(secrets, request_id)
-            yield ResponseStarted(response.status_code, request_id)
-
-            content_type = response.headers.get("content-type", "").lower()
-            if "json" in content_type and "event-stream" not in content_type:
-                async with contextlib.aclosing(_relay_json_body(response, state)) as relayed:
-                    async for event in relayed:
-                        yield event
-                return
-
-            response.encoding = "utf-8"  # SSE is always UTF-8 (WHATWG HTML §9.2.5)
-            source = LenientEventSource(response)
-            async with contextlib.aclosing(source.aiter_sse()) as sse_events:
-                async for sse in sse_events:
-                    # httpx-sse reports an absent ``event:`` field as "message" (the SSE default)
-                    name = "" if sse.event == "message" else sse.event
-                    if not sse.data and not name:
-                        continue  # a blank dispatch after an id:/retry: line
-                    yield RawEvent(name, scrub(sse.data, secrets))
-                    if sse.data.strip() == "[DONE]":
-                        state.done = True
-                        break
-                    for event in _interpret(state, name, sse.data):
-                        yield event
-                if state.done:
-                    await _drain(sse_events)
-            for event in state.end():
-                yield event
-            if not state.done and not state.finished:
-                raise ProviderError(STREAM_CUT_MESSAGE, code="stream_cut")
-    except ProviderError as exc:
-        if state is not None:
-            for event in state.end():
-                yield event
-        raise exc from None
-    except SSEError as exc:  # pragma: no cover - only if httpx-sse changes its content check
-        raise ProviderError(
-            scrub(f"The upstream did not send an event stream: {exc}", secrets), code="stream_error"
-        ) from None
-    except httpx.HTTPError as exc:
-        failure = exc  # handled below, outside the except block, so it is not chained
-    if failure is not None:
-        if state is not None:
-            for event in state.end():
-                yield event
-            if state.finished and isinstance(failure, _INTERRUPTIONS):
-                return  # the answer was complete; only trailing usage / [DONE] was lost
-        raise transport_error(failure, host, secrets, started=started)
-
-
-_NOT_JSON = object()
-
-
-def _loads(text: str) -> Any:
-    """``json.loads`` or :data:`_NOT_JSON`. No exception escapes: a ``JSONDecodeError`` carries
-    the whole document (which may echo a key) and would be chained to what we raise next."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return _NOT_JSON
-
-
-async def _drain(events: AsyncIterator[Any]) -> None:
-    """Read what follows ``[DONE]`` (normally only the end of the chunked body) for at most
-    :data:`DRAIN_AFTER_DONE_S`, so the connection can return to the pool instead of being
-    closed half-read. Whatever comes after ``[DONE]`` is ignored."""
-    with contextlib.suppress(TimeoutError, httpx.HTTPError):
-        async with asyncio.timeout(DRAIN_AFTER_DONE_S):
-            async for _ in events:
-                pass
-
-
-def _interpret(state: _Chunks, event_name: str, data: str) -> list[Event]:
-    """Semantic events for one SSE event's data. Raises ProviderError for error events."""
-    payload = _loads(data)
-    if payload is _NOT_JSON:
-        payload = None
-    if event_name == "error":
-        raise state.fail(payload, data)
-    if payload is None:
-        return []  # not JSON (a stray keep-alive as data): only the RawEvent shows it
-    return state.chunk(payload, data)
-
-
-async def _relay_json_body(response: httpx.Response, state: _Chunks) -> AsyncIterator[Event]:
-    """A 2xx ``application/json`` answer to a streamed request: a whole ``chat.completion``."""
-    raw = await response.aread()
-    text = raw.decode("utf-8", errors="replace")
-    yield RawEvent("", scrub(text, state.secrets))
-    payload = _loads(text)
-    if payload is _NOT_JSON:
-        raise ProviderError(
-            "The upstream answered with JSON that could not be parsed",
-            code="bad_response",
-            body_excerpt=scrub(text, state.secrets)[:EXCERPT_CHARS],
-        )
-    for event in state.chunk(payload, text):
-        yield event
-    state.done = True
-    for event in state.end():
-        yield event
+    return stream_sse(
+        client, config, url, headers, body, _Chunks, error=unsupported, api_style=API_STYLE
+    )
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -838,7 +680,7 @@ def _price_per_mtok(value: Any) -> float | None:
     return round(number * 1_000_000, 6)
 
 
-def _models_from(payload: Any) -> Iterable[dict[str, Any]]:
+def _models_from(payload: Any) -> list[dict[str, Any]]:
     items = payload.get("data") if isinstance(payload, dict) else payload
     if not isinstance(items, list):
         return []
@@ -861,48 +703,49 @@ async def list_models(
     ``pricing.completion`` documented as "price per prompt/completion token in USD"; they are
     multiplied by 1,000,000 into USD per million tokens (numeric strings, as OpenRouter sends,
     are accepted; negative "variable" prices become None). OpenRouter's
-    ``top_provider.max_completion_tokens`` is a fallback. A bare top-level list is accepted.
+    ``top_provider.max_completion_tokens`` is a fallback. llama.cpp's ``llama-server`` reports
+    the context length (per slot, what one request may use) in ``meta.n_ctx``
+    (tools/server/server-context.cpp ``get_res_model_info``); it is read when
+    ``context_length`` is absent. A bare top-level list is accepted. Strings are made valid
+    Unicode.
 
-    Raises ``ProviderError``: :func:`chat.providers.errors.parse_error` for a non-2xx status,
-    :func:`chat.providers.http.transport_error` codes for transport failures, ``bad_response`` for a 2xx body that
-    is not JSON.
+    Raises ``ProviderError``: ``models_not_listed`` ("The server is reachable but does not list
+    models; type the model id") for 404, 405 or 501, so a server without ``/models`` is told
+    apart from one that cannot be reached; :func:`chat.providers.errors.parse_error` for
+    another non-2xx status; :func:`chat.providers.http.transport_error` codes for transport
+    failures (``connection_error``, ``timeout``, ``base_url_refused``); ``bad_response`` for a
+    2xx body that is not JSON; ``limit_exceeded`` for a body over ``Limits.max_json_body_bytes``
+    or more than ``Limits.max_models`` models.
     """
     base = config.base_url.strip().rstrip("/")
     url = f"{base}/models"
     if headers is None:
         headers = merge_headers(_auth_headers(config, "application/json"), config.extra_headers)
-    secrets = secret_variants(config.secrets())
-    http_request = build_http_request(client, "GET", url, headers, secrets)
-    failure: httpx.HTTPError | None = None
     try:
-        response = await client.send(http_request)
-    except httpx.HTTPError as exc:
-        failure = exc  # raised below, outside the except block, so it is not chained
-    if failure is not None:
-        raise transport_error(failure, host_of(url), secrets, started=False)
-    if not response.is_success:
-        raise parse_error(response.status_code, response.headers, response.content, secrets)
-    text = response.content.decode("utf-8", errors="replace")
-    payload = _loads(text)
-    if payload is _NOT_JSON:
-        raise ProviderError(
-            "The model list is not JSON",
-            status=response.status_code,
-            code="bad_response",
-            body_excerpt=scrub(text, secrets)[:EXCERPT_CHARS],
+        _response, payload, _text = await request_json(
+            client, config, "GET", url, headers, what="model list"
         )
+    except ProviderError as exc:
+        raise models_not_listed(exc) from None
+    items = _models_from(payload)
+    limit = config.effective_limits().max_models
+    if len(items) > limit:
+        raise limit_error("max_models", limit, f"The model list ({len(items):,} models)")
     models = []
-    for item in _models_from(payload):
+    for item in items:
         pricing = item.get("pricing") if isinstance(item.get("pricing"), dict) else {}
         max_completion = _int(item.get("max_completion_tokens"))
         if max_completion is None:
             max_completion = _int(_sub(item.get("top_provider"), "max_completion_tokens"))
+        context_length = _int(item.get("context_length"))
+        if context_length is None:
+            context_length = _int(_sub(item.get("meta"), "n_ctx"))
         owned_by = item.get("owned_by")
         models.append(
             ModelInfo(
-                id=item["id"],
-                owned_by=owned_by if isinstance(owned_by, str) else None,
-                context_length=_int(item.get("context_length")),
+                id=fix_surrogates(item["id"]),
+                owned_by=fix_surrogates(owned_by) if isinstance(owned_by, str) else None,
+                context_length=context_length if context_length and context_length > 0 else None,
                 max_completion_tokens=max_completion,
                 prompt_price_per_mtok=_price_per_mtok(pricing.get("prompt")),
                 completion_price_per_mtok=_price_per_mtok(pricing.get("completion")),
@@ -921,5 +764,5 @@ def _input_modalities(item: dict[str, Any]) -> tuple[str, ...] | None:
         _sub(item.get("modalities"), "input"),
     ):
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return tuple(value)
+            return tuple(fix_surrogates(v) for v in value[:16])
     return None

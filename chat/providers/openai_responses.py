@@ -15,7 +15,18 @@ Wire facts handled here:
 * Tool calls: ``response.output_item.added`` with a ``function_call`` item gives ``call_id``
   and ``name``; ``response.function_call_arguments.delta`` pieces are matched to it by
   ``item_id`` (llama.cpp sends no ``output_index``) or ``output_index``. ``ToolCallDelta.index``
-  counts tool calls.
+  counts tool calls; a new item id at an ``output_index`` already used starts a new call.
+* Server-side tools (``web_search_call``, ``file_search_call``, ``code_interpreter_call``,
+  ``image_generation_call``, ``mcp_call``, ``mcp_list_tools``) become one ``ServerToolUse``
+  each when their item is done (or from the final ``output``), never a ``ToolCallDelta``.
+* Inline reasoning: output text passes through the shared
+  :class:`chat.providers.text.InlineReasoningSplitter` (llama.cpp builds this dialect from the
+  same parsed message as chat completions, so ``<think>`` or a lone ``</think>`` can arrive in
+  ``output_text`` too).
+* Final text: the protocol repeats the whole text at the end (``response.output_text.done``,
+  else the ``output`` of ``response.completed`` / ``response.incomplete``). When that copy
+  differs from what was streamed (a delta lost to an unreadable chunk), a ``FinalText`` with
+  the copy's answer comes before ``Usage`` and ``Finish``; the upstream's copy wins.
 * Servers that send only ``*.done`` events or whole items: the text, reasoning or arguments of
   an item whose deltas never came are taken from ``response.output_text.done``,
   ``response.reasoning_text.done``, ``response.function_call_arguments.done``,
@@ -46,7 +57,6 @@ May import: the standard library, httpx, httpx-sse and this package (no Django).
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -59,17 +69,18 @@ from .base import (
     ChatRequest,
     EndpointConfig,
     Event,
+    FinalText,
     Finish,
     ModelInfo,
     ProviderError,
-    ReasoningDelta,
-    TextDelta,
+    ServerToolUse,
     ToolCallDelta,
     Usage,
+    replay_arguments,
     scrub,
 )
 from .errors import EXCERPT_CHARS, error_from_event, model_output_error, unsupported_content_error
-from .http import NOT_JSON, loads, merge_headers, stream_sse
+from .http import loads, merge_headers, stream_sse
 from .openai_chat import (
     _int,
     _num,
@@ -82,6 +93,7 @@ from .openai_chat import (
     tool_function,
     user_param_items,
 )
+from .text import InlineReasoningSplitter, split_inline_reasoning
 
 API_STYLE = "openai_responses"
 
@@ -143,7 +155,7 @@ def _items(message: ChatMessage) -> list[dict[str, Any]]:
                     "type": "function_call",
                     "call_id": call.id,
                     "name": call.name,
-                    "arguments": call.arguments,
+                    "arguments": replay_arguments(call.arguments),
                 }
             )
         return items
@@ -216,7 +228,8 @@ def build_request(config: EndpointConfig, request: ChatRequest) -> tuple[str, di
       "role", "content": [...]}`` with ``input_text`` / ``input_image`` (data URI or URL) /
       ``input_audio`` (``{"data", "format"}``) parts for user and system turns and
       ``output_text`` for assistant turns, ``function_call`` items (``call_id``, ``name``,
-      ``arguments``) for an assistant's tool calls, ``function_call_output`` (``call_id``,
+      ``arguments`` as :func:`chat.providers.base.replay_arguments` makes them: ``"{}"`` for
+      blank, never invalid JSON) for an assistant's tool calls, ``function_call_output`` (``call_id``,
       ``output``) for tool results; ``instructions`` = the system prompt when not blank; the
       params the user set among temperature, top_p, top_k (not for api.openai.com),
       ``max_tokens`` as ``max_output_tokens``, frequency_penalty, presence_penalty;
@@ -315,12 +328,85 @@ def _texts(parts: Any, *kinds: str) -> str:
     )
 
 
+#: Output item types the server ran itself (shown as ``ServerToolUse``).
+SERVER_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def server_item_event(item: dict[str, Any]) -> ServerToolUse:
+    """The ``ServerToolUse`` of a server-side output item: ``name`` the item type without
+    ``_call`` (or the MCP tool's name), ``input_json`` its ``action`` / ``arguments`` /
+    ``queries`` / ``code`` as JSON, ``result_summary`` its status and, where present, its
+    ``output`` or ``error`` (≤ 300 characters)."""
+    kind = _str(item.get("type"))
+    name = _str(item.get("name")) or kind.removesuffix("_call")
+    tool_input: Any = None
+    for key in ("action", "arguments", "queries", "code"):
+        if item.get(key) not in (None, "", [], {}):
+            tool_input = item[key]
+            break
+    if tool_input is None:
+        input_json = ""
+    elif isinstance(tool_input, str):
+        input_json = tool_input if key == "arguments" else json.dumps(tool_input)
+    else:
+        input_json = json.dumps(tool_input, ensure_ascii=False)
+    parts = [_str(item.get("status"))]
+    for key in ("error", "output"):
+        value = item.get(key)
+        if value not in (None, "", [], {}):
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            parts.append(f"{key}: {text}")
+    results = item.get("results")
+    if isinstance(results, list) and results:
+        parts.append(f"{len(results)} results")
+    return ServerToolUse(
+        kind,
+        name=name,
+        id=_str(item.get("id")),
+        input_json=input_json,
+        result_summary=_clip("; ".join(p for p in parts if p)),
+    )
+
+
+def _message_text(item: dict[str, Any]) -> str:
+    """The answer text of a ``message`` output item: its ``output_text`` and ``refusal``
+    parts in order."""
+    content = item.get("content")
+    if not isinstance(content, list):
+        return ""
+    out = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+            out.append(part["text"])
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            out.append(part["refusal"])
+    return "".join(out)
+
+
 class _ResponseStream:
     """Per-stream state for :func:`chat.providers.http.stream_sse`.
 
     Items are keyed by ``item_id`` and by ``"#<output_index>"`` (servers send one, the other or
     both). ``_streamed`` holds the keys of items whose text/reasoning/arguments arrived as
-    deltas, so a later ``*.done`` or ``response.completed`` does not repeat them.
+    deltas, so a later ``*.done`` or ``response.completed`` does not repeat them. ``_raw``
+    holds the answer text as it went into the inline-reasoning splitter, and ``_done_texts``
+    the ``*.done`` copies, to compare with the final copy (``FinalText``).
     """
 
     def __init__(self, secrets: list[str], request_id: str | None) -> None:
@@ -328,9 +414,15 @@ class _ResponseStream:
         self.request_id = request_id
         self.finished = False
         self.done = False
+        self.splitter = InlineReasoningSplitter()
         self._calls: dict[str, int] = {}  # item key → tool-call ordinal
+        self._call_items: dict[int, str] = {}  # ordinal → item id (or call id)
+        self._call_count = 0
         self._streamed: set[str] = set()
         self._streamed_kinds: set[str] = set()  # "text" / "reasoning" / "arguments"
+        self._server_done: set[str] = set()
+        self._raw: list[str] = []
+        self._done_texts: dict[str, list[str]] = {}  # item key → its parts' done texts
         self._pending: list[Event] = []
 
     # -- helpers --------------------------------------------------------------------------
@@ -352,15 +444,25 @@ class _ResponseStream:
             return kind in self._streamed_kinds
         return any(f"{kind}:{k}" in self._streamed for k in keys)
 
-    def _call_ordinal(self, keys: list[str]) -> tuple[int, bool]:
-        """``(ordinal, is_new)`` of the tool call known under any of ``keys``."""
+    def _call_ordinal(self, keys: list[str], identity: str = "") -> tuple[int, bool]:
+        """``(ordinal, is_new)`` of the tool call known under any of ``keys``. ``identity``
+        (the item id, else the call id) of a call being announced: a different identity at a
+        known key (the same ``output_index``) is a new call."""
         for key in keys:
             if key in self._calls:
                 ordinal = self._calls[key]
+                known = self._call_items.get(ordinal, "")
+                if identity and known and known != identity:
+                    break
+                if identity:
+                    self._call_items[ordinal] = identity
                 self._calls.update(dict.fromkeys(keys, ordinal))
                 return ordinal, False
-        ordinal = len(set(self._calls.values()))
+        ordinal = self._call_count
+        self._call_count += 1
         self._calls.update(dict.fromkeys(keys or [f"anon-{ordinal}"], ordinal))
+        if identity:
+            self._call_items[ordinal] = identity
         return ordinal, True
 
     def _fail(self, payload: Any, data: str) -> ProviderError:
@@ -369,20 +471,24 @@ class _ResponseStream:
             self._pending.append(output)
         return error_from_event(payload, data, self.secrets, request_id=self.request_id)
 
+    def _text(self, text: str) -> list[Event]:
+        """Answer text into the splitter (and into the copy compared with the final text)."""
+        if not text:
+            return []
+        self._raw.append(text)
+        return self.splitter.feed(text)
+
     # -- events ---------------------------------------------------------------------------
-    def interpret(self, event: str, data: str) -> list[Event]:
+    def interpret(self, event: str, payload: Any, data: str) -> list[Event]:
         """Events for one SSE event (kind from the data's ``type``, else the ``event:`` line).
         Raises ``ProviderError`` for ``error``, ``response.failed`` and ``{"error": …}``."""
-        payload = loads(data)
-        if payload is NOT_JSON:
-            payload = None
         kind = payload.get("type") if isinstance(payload, dict) else None
         if not isinstance(kind, str) or not kind:
             kind = event
         if kind == "error" or event == "error":
             raise self._fail(payload, data)
         if not isinstance(payload, dict):
-            return []  # not JSON: only the RawEvent shows it
+            return []  # JSON but not an object: only the RawEvent shows it
         if payload.get("error") and not kind.startswith("response."):
             raise self._fail(payload, data)  # llama.cpp: ``data: {"error": {…}}``, no type
         handler = HANDLERS.get(kind)
@@ -393,7 +499,8 @@ class _ResponseStream:
         if not isinstance(item, dict) or item.get("type") != "function_call":
             return []
         keys = self._keys(item.get("id"), payload.get("output_index"))
-        ordinal, _ = self._call_ordinal(keys)
+        identity = _str(item.get("id")) or _str(item.get("call_id"))
+        ordinal, _ = self._call_ordinal(keys, identity)
         arguments = _str(item.get("arguments"))
         if arguments:
             self._mark(keys, "arguments")
@@ -411,7 +518,7 @@ class _ResponseStream:
         events: list[Event] = []
         if delta:
             self._mark(self._keys(payload.get("item_id"), payload.get("output_index")), "text")
-            events.append(TextDelta(delta))
+            events.extend(self._text(delta))
         logprobs = logprobs_event(payload.get("logprobs"))
         if logprobs is not None:
             events.append(logprobs)
@@ -422,7 +529,7 @@ class _ResponseStream:
         if not delta:
             return []
         self._mark(self._keys(payload.get("item_id"), payload.get("output_index")), "reasoning")
-        return [ReasoningDelta(delta)]
+        return self.splitter.reasoning(delta)
 
     def arguments_delta(self, payload: dict[str, Any]) -> list[Event]:
         delta = _str(payload.get("delta"))
@@ -444,11 +551,13 @@ class _ResponseStream:
 
     def output_text_done(self, payload: dict[str, Any]) -> list[Event]:
         keys = self._keys(payload.get("item_id"), payload.get("output_index"))
-        text = _str(payload.get("text"))
+        text = _str(payload.get("text")) or _str(payload.get("refusal"))
+        if text:
+            self._done_texts.setdefault(keys[0] if keys else "", []).append(text)
         if not text or self._was_streamed(keys, "text"):
             return []
         self._mark(keys, "text")
-        return [TextDelta(text)]
+        return self._text(text)
 
     def reasoning_done(self, payload: dict[str, Any]) -> list[Event]:
         keys = self._keys(payload.get("item_id"), payload.get("output_index"))
@@ -456,7 +565,7 @@ class _ResponseStream:
         if not text or self._was_streamed(keys, "reasoning"):
             return []
         self._mark(keys, "reasoning")
-        return [ReasoningDelta(text)]
+        return self.splitter.reasoning(text)
 
     def output_item_done(self, payload: dict[str, Any]) -> list[Event]:
         item = payload.get("item")
@@ -468,19 +577,20 @@ class _ResponseStream:
         """The content of a finished output item that did not arrive as deltas."""
         kind = item.get("type")
         if kind == "message":
-            text = _texts(item.get("content"), "output_text")
+            text = _message_text(item)
             if text and not self._was_streamed(keys, "text"):
                 self._mark(keys, "text")
-                return [TextDelta(text)]
+                return self._text(text)
         elif kind == "reasoning":
             text = _texts(item.get("content"), "reasoning_text") or _texts(
                 item.get("summary"), "summary_text"
             )
             if text and not self._was_streamed(keys, "reasoning"):
                 self._mark(keys, "reasoning")
-                return [ReasoningDelta(text)]
+                return self.splitter.reasoning(text)
         elif kind == "function_call":
-            ordinal, new = self._call_ordinal(keys)
+            identity = _str(item.get("id")) or _str(item.get("call_id"))
+            ordinal, new = self._call_ordinal(keys, identity)
             arguments = _str(item.get("arguments"))
             if new:
                 self._mark(keys, "arguments")
@@ -495,17 +605,57 @@ class _ResponseStream:
             if arguments and not self._was_streamed(keys, "arguments"):
                 self._mark(keys, "arguments")
                 return [ToolCallDelta(index=ordinal, arguments=arguments)]
+        elif kind in SERVER_ITEMS:
+            done_key = keys[0] if keys else f"anon-{len(self._server_done)}"
+            if any(k in self._server_done for k in keys):
+                return []
+            self._server_done.update(keys or [done_key])
+            return [server_item_event(item)]
         return []
 
-    def _response_end(self, response: Any) -> list[Event]:
-        """Backfill from ``response.output``, then the usage, for a terminal event."""
-        if not isinstance(response, dict):
+    def _final_text(self, output: Any) -> list[Event]:
+        """``FinalText`` when the upstream's final copy of the answer differs from what was
+        streamed. The copy is, per message item in order, its ``response.output_text.done``
+        texts when they came (each is "the full accumulated output text" of its content part,
+        seed 002 ``ResponseOutputTextDoneEvent``), else the item's text in the terminal event's
+        ``output`` (seed 002's own ``ResponseCompletedEvent`` example carries a shorter text
+        than its done events, so done events win); without ``output``, the done texts."""
+        parts: list[str] = []
+        used: set[str] = set()
+        items = output if isinstance(output, list) else []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict) or item.get("type") != "message":
+                continue
+            keys = self._keys(item.get("id"), index)
+            key = next((k for k in keys if k in self._done_texts), None)
+            if key is not None:
+                parts.extend(self._done_texts[key])
+                used.add(key)
+            else:
+                parts.append(_message_text(item))
+        for key, texts in self._done_texts.items():
+            if key not in used:
+                parts.extend(texts)
+        if not parts:
             return []
+        final = "".join(parts)
+        if final == "".join(self._raw):
+            return []
+        _, answer = split_inline_reasoning(final)
+        return [FinalText(answer)]
+
+    def _response_end(self, response: Any) -> list[Event]:
+        """Backfill from ``response.output``, then held text, the final-text check and the
+        usage, for a terminal event."""
+        if not isinstance(response, dict):
+            return [*self.splitter.flush(), *self._final_text(None)]
         events: list[Event] = []
         output = response.get("output")
         for index, item in enumerate(output if isinstance(output, list) else []):
             if isinstance(item, dict):
                 events.extend(self._backfill(item, self._keys(item.get("id"), index)))
+        events.extend(self.splitter.flush())
+        events.extend(self._final_text(output))
         usage = response.get("usage")
         if isinstance(usage, dict) and usage:
             events.append(normalize_usage(usage))
@@ -513,7 +663,7 @@ class _ResponseStream:
 
     def completed(self, payload: dict[str, Any]) -> list[Event]:
         events = self._response_end(payload.get("response"))
-        reason = "tool_calls" if self._calls else "stop"
+        reason = "tool_calls" if self._call_count else "stop"
         events.append(Finish(reason, upstream_reason="completed"))
         self.finished = self.done = True
         return events
@@ -563,7 +713,8 @@ class _ResponseStream:
         return self.completed(wrapped)
 
     def end(self) -> list[Event]:
-        events, self._pending = self._pending, []
+        events: list[Event] = [*self.splitter.flush(), *self._pending]
+        self._pending = []
         return events
 
 
@@ -583,6 +734,7 @@ HANDLERS = {
     "response.function_call_arguments.delta": _ResponseStream.arguments_delta,
     "response.function_call_arguments.done": _ResponseStream.arguments_done,
     "response.output_text.done": _ResponseStream.output_text_done,
+    "response.refusal.done": _ResponseStream.output_text_done,
     "response.reasoning_text.done": _ResponseStream.reasoning_done,
     "response.output_item.done": _ResponseStream.output_item_done,
     "response.completed": _ResponseStream.completed,
@@ -594,33 +746,32 @@ HANDLERS = {
 # ---- public API ---------------------------------------------------------------------------
 
 
-async def stream(
+def stream(
     client: httpx.AsyncClient, config: EndpointConfig, request: ChatRequest
 ) -> AsyncIterator[Event]:
-    """Stream one ``POST {base}/responses`` as events.
+    """Stream one ``POST {base}/responses`` as events (an async iterator; nothing is sent
+    before the first iteration).
 
     Yields ``ResponseStarted(status, request_id)``, then per SSE event a ``RawEvent`` followed
-    by its semantic events: ``TextDelta`` (+ ``LogprobsDelta``), ``ReasoningDelta``,
-    ``ToolCallDelta``, and at the end ``Usage`` and ``Finish`` (see the module docstring). A 2xx
-    JSON ``ResponseResponse`` body is relayed as the same events.
+    by its semantic events: ``TextDelta`` (+ ``LogprobsDelta``; through the inline-reasoning
+    splitter, so also ``AnswerWasReasoning``), ``ReasoningDelta``, ``ToolCallDelta``,
+    ``ServerToolUse``, ``StreamWarning`` for data that is not JSON, and at the end
+    ``FinalText`` (only when the final copy differs), ``Usage`` and ``Finish`` (see the module
+    docstring). A 2xx JSON ``ResponseResponse`` body is relayed as the same events.
 
     Raises ``ProviderError``: ``unsupported_content`` for attachments other than images and
     audio (before sending); :func:`chat.providers.errors.parse_error` for a non-2xx status
     (preceded by a ``ModelOutputError`` event for seed 002's ``adapter_mapping_failed`` with
-    ``error_model_output``); the error of ``error`` / ``response.failed`` events (status None;
-    code from the error, ``response_failed`` when it has none); ``stream_cut`` and transport
+    ``error_model_output``; ``path_not_found`` for a 404/405 that does not mention a model);
+    the error of ``error`` / ``response.failed`` events (status None; code from the error,
+    ``response_failed`` when it has none); ``stream_cut``, ``limit_exceeded`` and transport
     codes as in :func:`chat.providers.http.stream_sse`.
     """
     unsupported = unsupported_content_error(request, CONTENT_TYPES, API_STYLE)
-    if unsupported is not None:
-        raise unsupported
     url, headers, body = build_request(config, request)
-    # aclosing: closing this generator must close the inner one (and the upstream response) now
-    async with contextlib.aclosing(
-        stream_sse(client, config, url, headers, body, _ResponseStream)
-    ) as events:
-        async for event in events:
-            yield event
+    return stream_sse(
+        client, config, url, headers, body, _ResponseStream, error=unsupported, api_style=API_STYLE
+    )
 
 
 async def list_models(client: httpx.AsyncClient, config: EndpointConfig) -> list[ModelInfo]:
