@@ -973,7 +973,8 @@ class TurnRunner:
             log.error("metrics of turn %s failed: %s", turn.message_id, type(exc).__name__)
         inspect = self._inspect()
         tool_calls = turn.all_tool_calls()
-        turn.status = status
+        # turn.status stays "streaming" until the final frame goes out (_send_final): a page
+        # that loads or resyncs meanwhile still follows the turn and gets its last blocks.
         try:
             await db.write(
                 services.message_complete,
@@ -986,7 +987,7 @@ class TurnRunner:
             )
         except Exception as exc:
             log.error("final write of turn %s failed: %s", turn.message_id, type(exc).__name__)
-            status = turn.status = "error"
+            status = "error"
             turn.error = {
                 "message": f"The answer could not be saved ({type(exc).__name__}); the text shown is what arrived.",
                 "code": "save_failed",
@@ -1003,7 +1004,12 @@ class TurnRunner:
         message per subscriber; the whole message for other processes."""
         turn = self.turn
         try:
-            await asyncio.to_thread(self._close_blocks)
+            text, reasoning = turn.text, turn.reasoning
+            done = await asyncio.to_thread(
+                lambda: {"text": turn.blocks["text"].finished(text), "reasoning": turn.blocks["reasoning"].finished(reasoning)}
+            )
+            turn.blocks = done
+            turn.status = status
             view = turn.view()
             to_cluster = cluster.enabled
             frame, full = await asyncio.to_thread(
@@ -1011,6 +1017,7 @@ class TurnRunner:
             )
         except Exception:
             log.error("rendering the final frame of turn %s failed", turn.message_id, exc_info=True)
+            turn.status = status
             view = turn.view()
             view.live_blocks = None
             frame = full = frames.final_fallback(view)
@@ -1020,11 +1027,6 @@ class TurnRunner:
             cluster.publish(conversation_group(turn.spec.conversation_id), {
                 "type": "turn.final", "mid": str(turn.message_id), "html": full,
             })
-
-    def _close_blocks(self) -> None:
-        turn = self.turn
-        turn.blocks["text"].finish(turn.text)
-        turn.blocks["reasoning"].finish(turn.reasoning)
 
     def _inspect(self) -> dict[str, Any]:
         turn = self.turn
