@@ -54,6 +54,7 @@ llama: install-test
 	$(VENV)/bin/python scripts/make_think_gguf.py
 
 test: install-test chromium llama
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: install-test

@@ -9,8 +9,9 @@ The relay is measured only through its public interface (``/ws/c/<id>/`` frames,
   "reasoning", "start", "end", "text"}`` with offsets in code points;
 - the turn-started mark: the user message and the assistant skeleton appended to the thread
   (``hx-swap-oob="beforeend:#thread"``);
-- a final status: the message partial replacing the live message (``hx-swap-oob="true"`` on
-  an assistant message whose class says ``status-complete|error|stopped|interrupted``);
+- a final status: the message foot marked ``data-final`` (``tests.helpers.FINAL_RE``: the
+  final frame of a streamed turn swaps the head and the foot; a whole message sent after a
+  reload carries the same marked foot);
 - a notice (``<div id="notice">``): a refusal ends the turn, news about another tab ("An
   answer in …") does not.
 
@@ -25,14 +26,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.helpers import deltas
+from tests.helpers import FINAL_RE, deltas
 
-FINAL_RE = re.compile(
-    r'class="msg msg-assistant status-(?P<status>complete|error|stopped|interrupted)'
-)
 NOTICE_RE = re.compile(r'<div id="notice"[^>]*>(?P<text>.*?)</div>', re.S)
 STARTED_MARK = 'hx-swap-oob="beforeend:#thread"'
-FINAL_MARK = 'hx-swap-oob="true"'
+FINAL_MARK = 'data-final="1"'
 
 
 @dataclass

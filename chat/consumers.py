@@ -41,7 +41,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 from django.http import Http404
 
 from chat import db, frames, selectors, services, signals
@@ -54,8 +53,7 @@ from chat.forms import (
     TurnActionForm,
     TurnSettingsForm,
 )
-from chat.providers.base import ChatRequest, EndpointConfig, ProviderError
-from chat.providers.http import acheck_base_url
+from chat.providers.base import EndpointConfig, ProviderError
 from chat.selectors import NextTurnSettings, TurnPlan, TurnRefused
 from chat.textsafety import valid_data
 from chat.turns import Subscriber, TurnSpec, registry
@@ -128,8 +126,7 @@ def _announce(plan: TurnPlan, user: Any) -> str:
     elif plan.kind in ("regenerate", "continue"):
         frame = frames.replace(plan.replaces_id, views[-1])
     else:  # edit, tool_result: the branch changes above the answer
-        above = [frames.MessageView.from_row(m) for m in plan.thread]
-        frame = frames.thread(above + views)
+        frame = frames.thread(frames.thread_views([*plan.thread, *plan.rows]))
     if plan.title_changed:  # the row is written beside the upstream request: list it already
         listed = [c for c in selectors.conversation_list_for_user(user=user)[:199] if c.pk != plan.conversation_id]
         this = plan.assistant.conversation
@@ -649,8 +646,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         config = _config(endpoint_target, self.scope)
         try:
-            if not endpoint_target.is_simulator:
-                await acheck_base_url(config.base_url, allow_private=not settings.PLAYGROUND_REFUSE_PRIVATE_URLS)
             n = await adapter.count_tokens(get_client(), config, request)
         except ProviderError as exc:
             self.notice(f"Count tokens failed: HTTP {exc.status or '—'} {exc.code or ''} {exc.message}")
@@ -667,13 +662,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             # Another tab of this process started one between the plan and now.
             self.refuse(TurnRefused(selectors.BUSY))
             return
+        # The URL is checked when the connection is made (the pinned transport resolves once,
+        # checks every address and connects to the one it checked): no lookup here.
         config = _config(plan.target, self.scope)
         stream_fn = None
-        if not plan.target.is_simulator:
-            try:
-                await acheck_base_url(config.base_url, allow_private=not settings.PLAYGROUND_REFUSE_PRIVATE_URLS)
-            except ValueError as exc:
-                stream_fn = _failing_stream(str(exc))
         a = plan.assistant
         spec = TurnSpec(
             message_id=a.id, conversation_id=plan.conversation_id, user_id=self.user.pk, config=config,
@@ -685,23 +677,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             "sibling_index": getattr(a, "sibling_index", 0), "sibling_count": getattr(a, "sibling_count", 1),
             "prev_sibling_id": getattr(a, "prev_sibling_id", None),
         }
-        registry.start(spec, announce=prepared.announce, stream_fn=stream_fn,
+        registry.start(spec, announce=prepared.announce, stream_fn=stream_fn,  # None: the adapter
                        snapshot_meta={**a.settings_snapshot, "_nav": nav})
 
 
 def _config(target: Any, scope: dict[str, Any]) -> EndpointConfig:
+    """The adapter's config for a target; the built-in simulator (loopback) is allowed even
+    when private addresses are refused."""
     return EndpointConfig(
         base_url=resolve_base_url(target.base_url, scope), api_key=target.api_key,
         extra_headers=target.extra_headers, api_style=target.api_style, stream_options=target.stream_options,
+        allow_private=True if target.is_simulator else None,
     )
-
-
-def _failing_stream(message: str):  # noqa: ANN202
-    async def stream(config: EndpointConfig, request: ChatRequest):  # noqa: ANN202
-        raise ProviderError(message, code="base_url_refused")
-        yield  # pragma: no cover
-
-    return stream
 
 
 def _uuids(value: Any, limit: int = 100) -> list[uuid.UUID]:

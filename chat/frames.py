@@ -30,9 +30,11 @@ import html
 import math
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -40,6 +42,23 @@ from chat.rendering import render_blocks
 from chat.textsafety import pretty_json
 
 MESSAGE_TEMPLATE = "chat/message.html#message"
+
+
+@lru_cache(maxsize=64)
+def _url_pattern(name: str) -> tuple[str, str]:
+    """The URL of route ``name`` around a placeholder id, reversed once (a ``{% url %}`` per
+    button per frame cost more than the rest of the foot)."""
+    marker = "00000000-0000-0000-0000-000000000000"
+    url = reverse(name, args=[marker] if "conversation" not in name else [987654321])
+    placeholder = marker if marker in url else "987654321"
+    head, _, tail = url.partition(placeholder)
+    return head, tail
+
+
+def url_for(name: str, object_id: Any) -> str:
+    """``reverse(name, args=[object_id])`` from a cached pattern."""
+    head, tail = _url_pattern(name)
+    return f"{head}{object_id}{tail}"
 
 
 def key(message_id: uuid.UUID | str) -> str:
@@ -79,6 +98,8 @@ class MessageView:
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     attachments: list[dict[str, str]] = field(default_factory=list)  # {id, kind, filename, url}
     queue_position: int = 0  # > 0 while the turn waits for an admission slot
+    answered_calls: frozenset[str] = frozenset()  # tool calls whose result was sent
+    replay_blocks: list[dict[str, Any]] = field(default_factory=list)
     live_blocks: dict[str, tuple[list[str], int]] | None = None
 
     @classmethod
@@ -93,6 +114,7 @@ class MessageView:
             prev_sibling_id=getattr(m, "prev_sibling_id", None), next_sibling_id=getattr(m, "next_sibling_id", None),
             edited=m.edited, prefill_len=m.prefill_len, conversation_id=m.conversation_id,
             tool_calls=m.tool_calls or [], tool_call_id=m.tool_call_id, logprobs=m.logprobs or [],
+            replay_blocks=getattr(m, "replay_blocks", None) or [],
             attachments=[
                 {"id": str(a.id), "kind": a.kind, "filename": a.filename, "url": a.url}
                 for a in getattr(m, "prefetched_attachments", [])
@@ -102,6 +124,15 @@ class MessageView:
     @property
     def k(self) -> str:
         return key(self.id)
+
+    @cached_property
+    def urls(self) -> dict[str, str]:
+        """The message's links (raw text, editor, Inspect, Fork of its conversation)."""
+        return {
+            "raw": url_for("chat:message_raw", self.id), "edit": url_for("chat:message_edit_form", self.id),
+            "inspect": url_for("chat:message_inspect", self.id),
+            "fork": url_for("chat:conversation_fork", self.conversation_id) if self.conversation_id else "",
+        }
 
     @property
     def sibling_number(self) -> int:
@@ -193,12 +224,32 @@ class MessageView:
 
     @property
     def tool_calls_pretty(self) -> list[dict[str, Any]]:
-        """Tool calls with their arguments pretty-printed when they are JSON (never raises)."""
+        """The client tool calls with their arguments pretty-printed when they are JSON (never
+        raises); ``incomplete`` ones (cut off by max tokens) get no result form."""
         out = []
         for c in self.tool_calls:
+            if c.get("server"):
+                continue
             args = str(c.get("arguments", ""))
             out.append({**c, "pretty": pretty_json(args) or args})
         return out
+
+    @property
+    def server_tools(self) -> list[dict[str, Any]]:
+        """What the upstream ran itself (Anthropic server tools, Responses built-in tools),
+        shown as what the server did; its input pretty-printed."""
+        return [{**c, "pretty": pretty_json(str(c.get("input", ""))) or str(c.get("input", ""))}
+                for c in self.tool_calls if c.get("server")]
+
+    @property
+    def redacted_thinking(self) -> int:
+        """How many redacted thinking blocks the answer carries (kept, never shown)."""
+        return sum(1 for b in self.replay_blocks if b.get("type") == "redacted_thinking")
+
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        """Problems met while streaming (an unreadable event: part of the answer may be missing)."""
+        return list(self.metrics.get("warnings") or [])
 
     @property
     def schema_check(self) -> dict[str, Any] | None:
@@ -246,9 +297,16 @@ def _prob(logprob: Any) -> float:
 def thread_views(thread: list[Any], live: Any = None) -> list[MessageView]:
     """Views of the rows of a branch; a running turn's live state (``live(message_id)`` →
     MessageView or None, e.g. ``chat.turns.registry.live_view``) wins over its row."""
-    views = []
-    for m in thread:
+    views: list[MessageView] = []
+    for i, m in enumerate(thread):
         view = MessageView.from_row(m)
+        if m.role == "assistant" and m.tool_calls:
+            answered = set()
+            for later in thread[i + 1:]:
+                if later.role != "tool":
+                    break
+                answered.add(later.tool_call_id)
+            view.answered_calls = frozenset(answered)
         if live is not None and m.status == "streaming":
             now = live(m.id)
             if now is not None:
@@ -271,6 +329,13 @@ def error_hint(error: dict[str, Any]) -> str:
         return "Check the endpoint's API key (Endpoints → Edit) and that it may use this model."
     if status == 402 or "credit" in message or "insufficient" in code:
         return "Add credits to your account with this provider, then retry."
+    if code == "path_not_found":
+        return ("The endpoint has no such path: check the base URL (it usually ends in /v1) and the API style "
+                "on the Endpoints page.")
+    if code == "models_not_listed":
+        return "The server is reachable but does not list its models: type the model id."
+    if code == "limit_exceeded":
+        return "A size limit was reached: the text so far is kept. Continue, or ask for a shorter answer."
     if status == 404 or "not_found" in code or "model_not_found" in code:
         return "Pick another model: Test connection on the Endpoints page lists what this endpoint serves."
     if status == 413 or "too_large" in code:

@@ -11,7 +11,6 @@ May import: Django (ORM reads), chat.models, chat.turnsettings, chat.providers.b
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 from chat.models import Attachment, Message, MessageStatus
@@ -47,20 +46,6 @@ def parts(attachments: list[Attachment]) -> tuple[ContentPart, ...]:
     return tuple(out)
 
 
-def tool_arguments_for_replay(arguments: str) -> str:
-    """Tool-call arguments as they may be sent back upstream: ``""`` becomes ``"{}"`` (every
-    dialect wants a JSON object), arguments that are not complete JSON (cut off by
-    ``max_tokens``) become ``"{}"`` too, never invalid JSON."""
-    text = (arguments or "").strip()
-    if not text:
-        return "{}"
-    try:
-        json.loads(text)
-    except (ValueError, RecursionError):
-        return "{}"
-    return text
-
-
 def history(thread: list[Message], attachments: dict[Any, list[Attachment]] | None = None) -> tuple[ChatMessage, ...]:
     """The messages sent upstream for ``thread`` (root first). ``attachments``: from
     :func:`attachments_by_message` (queried when not given)."""
@@ -77,22 +62,18 @@ def history(thread: list[Message], attachments: dict[Any, list[Attachment]] | No
         elif m.role == "assistant" and (m.content or m.tool_calls) and m.status != MessageStatus.STREAMING:
             out.append(ChatMessage(
                 "assistant", m.content,
+                # Client calls only (the server's own tools are not sent back); the adapters
+                # replay blank or cut-off arguments as a JSON object (replay_arguments).
                 tool_calls=tuple(
-                    ToolCall(c.get("id", ""), c.get("name", ""), tool_arguments_for_replay(c.get("arguments", "")))
+                    ToolCall(c.get("id", ""), c.get("name", ""), c.get("arguments", ""))
                     for c in m.tool_calls if not c.get("server")
                 ),
                 reasoning=m.reasoning if m.reasoning_signature else "", reasoning_signature=m.reasoning_signature,
-                **_extra_blocks(m),
+                redacted_thinking=tuple(
+                    b["data"] for b in (m.replay_blocks or []) if b.get("type") == "redacted_thinking"
+                ),
             ))
     return tuple(out)
-
-
-def _extra_blocks(m: Message) -> dict[str, Any]:
-    """Dialect blocks kept byte-identical for replay (e.g. Anthropic ``redacted_thinking``)."""
-    blocks = (m.metrics or {}).get("replay_blocks")
-    if blocks and "replay_blocks" in ChatMessage.__dataclass_fields__:
-        return {"replay_blocks": tuple(blocks)}
-    return {}
 
 
 def make_request(

@@ -5,8 +5,9 @@ assert exact values. Everything here is pure: no Django, no I/O.
 
 - time to first token (TTFT) = first token event (reasoning or answer) − request sent, ms;
   time to first answer token (TTFAT) likewise for the first answer token.
-- tokens per second = completion tokens (usage, else counted token events) ÷ (last token −
-  first token); only with ≥ 2 token-bearing events spanning ≥ 250 ms, else None ("—").
+- tokens per second = completion tokens from usage ÷ (last token − first token); only with ≥ 2
+  token-bearing events spanning ≥ 250 ms, and only when the endpoint reported completion
+  tokens (an event may hold several tokens: events per second are not tokens), else None ("—").
 - total = last byte − request sent, ms.
 
 May import: the standard library and chat.providers.base.
@@ -88,15 +89,15 @@ def compute_metrics(
     """The metrics dict stored on the message and shown under the answer.
 
     Keys (None = cannot be measured honestly, shown as "—"): ``ttft_ms``, ``ttfat_ms``,
-    ``total_ms``, ``tokens_per_sec``, ``completion_tokens_source`` ("usage" | "counted"),
+    ``total_ms``, ``tokens_per_sec``, ``completion_tokens_source`` ("usage" | "unknown"),
     ``cost_usd`` (usage cost when sent, else tokens × price per million), ``cost_source``,
     ``upstream_ttft_ms``, ``upstream_tokens_per_sec``, ``upstream_total_ms``,
     ``routed_model``, ``routing_latency_ms``, ``token_events``.
     """
     completion = usage.completion_tokens if usage and usage.completion_tokens is not None else None
-    source = "usage" if completion is not None else "counted"
-    if completion is None:
-        completion = tc.token_events
+    # Without usage there is no honest token count: an event may carry several tokens, so
+    # events per second are not tokens per second ("—"; issue 7 item 5).
+    source = "usage" if completion is not None else "unknown"
     rate = None
     if (
         tc.first_token is not None

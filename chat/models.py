@@ -215,6 +215,8 @@ class Message(models.Model):
     tool_calls = models.JSONField(default=list, blank=True)  # [{id, name, arguments}] of an answer
     tool_call_id = models.CharField(max_length=200, blank=True, default="")  # role "tool": which call
     reasoning_signature = models.TextField(blank=True, default="")  # Anthropic thinking signature
+    # Dialect blocks sent back unchanged in later requests: [{"type": "redacted_thinking", "data"}].
+    replay_blocks = models.JSONField(default=list, blank=True)
     logprobs = models.JSONField(default=list, blank=True)  # [{token, logprob, top: [[t, lp], …]}]
     prefill_len = models.PositiveIntegerField(default=0)  # leading chars the user wrote (prefill/continue)
     owner_process = models.CharField(max_length=64, blank=True, default="")

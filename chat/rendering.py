@@ -268,3 +268,16 @@ class StreamedBlocks:
         self._splitter = BlockSplitter()
         self.html = []
         self.upto = 0
+
+    def finished(self, text: str) -> StreamedBlocks:
+        """A finished copy (this one is left as it is): render the last blocks in a worker
+        thread and swap the copy in on the event loop in one assignment, so no reader ever
+        sees a half-finished list."""
+        import copy
+
+        done = StreamedBlocks()
+        done._splitter = copy.copy(self._splitter)
+        done.html = list(self.html)
+        done.upto = self.upto
+        done.finish(text)
+        return done

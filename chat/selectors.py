@@ -93,10 +93,20 @@ def message_get_for_user(*, user: AbstractBaseUser, message_id: uuid.UUID | str)
 THREAD_DEFER = ("inspect", "usage_raw")
 
 
-def _children_map(conversation: Conversation) -> tuple[dict[Any, list[Message]], dict[Any, Message]]:
-    messages = list(
-        Message.objects.filter(conversation=conversation).defer(*THREAD_DEFER).order_by("created_at", "id")
-    )
+#: What a turn plan reads of each message (history, branch, running turns): no JSON of
+#: figures, usage or settings to decode.
+PLAN_FIELDS = (
+    "id", "conversation_id", "lane_id", "parent_id", "role", "turn_id", "content", "reasoning", "status",
+    "tool_calls", "tool_call_id", "reasoning_signature", "replay_blocks", "heartbeat_at", "created_at",
+)
+
+
+def _children_map(
+    conversation: Conversation, *, narrow: bool = False
+) -> tuple[dict[Any, list[Message]], dict[Any, Message]]:
+    qs = Message.objects.filter(conversation=conversation)
+    qs = qs.only(*PLAN_FIELDS) if narrow else qs.defer(*THREAD_DEFER)
+    messages = list(qs.order_by("created_at", "id"))
     children: dict[Any, list[Message]] = {}
     for m in messages:
         children.setdefault(m.parent_id, []).append(m)
@@ -114,16 +124,19 @@ def conversation_thread(*, conversation: Conversation) -> list[Message]:
     return conversation_thread_and_messages(conversation=conversation)[0]
 
 
-def conversation_thread_and_messages(*, conversation: Conversation) -> tuple[list[Message], list[Message]]:
+def conversation_thread_and_messages(
+    *, conversation: Conversation, narrow: bool = False
+) -> tuple[list[Message], list[Message]]:
     """The active branch, root to leaf, and every message of the conversation (one query,
     without the heavy ``inspect``/``usage_raw`` JSON): ``(branch, messages)``.
 
     The path to ``conversation.current_leaf`` (when set and present), continued through the
     newest child at each step; without a leaf, the newest root and newest children. Each
     message gets ``sibling_index`` (0-based), ``sibling_count``, ``prev_sibling_id`` and
-    ``next_sibling_id`` attributes for the 1/2 navigation.
+    ``next_sibling_id`` attributes for the 1/2 navigation. ``narrow``: only
+    :data:`PLAN_FIELDS` (turn plans; other fields are then loaded one query each on access).
     """
-    children, by_id = _children_map(conversation)
+    children, by_id = _children_map(conversation, narrow=narrow)
     messages = list(by_id.values())
     if not by_id:
         return [], messages
@@ -406,12 +419,12 @@ class _Loaded:
     lane_id: int | None
 
 
-def _load(user: AbstractBaseUser, conversation_id: int) -> _Loaded:
+def _load(user: AbstractBaseUser, conversation_id: int, *, narrow: bool = True) -> _Loaded:
     try:
         conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
     except Http404 as exc:
         raise TurnRefused("No such conversation.") from exc
-    thread, messages = conversation_thread_and_messages(conversation=conversation)
+    thread, messages = conversation_thread_and_messages(conversation=conversation, narrow=narrow)
     lane_id = next((m.lane_id for m in messages if m.lane_id), None) or lane_first_id(
         conversation=conversation
     )
@@ -562,7 +575,7 @@ def turn_plan_edit_resend(
 ) -> TurnPlan:
     """An edited user message as a new branch (a sibling of ``message_id``) and its answer.
     Raises TurnRefused (also when the edit was sent already, or a turn of the lane runs)."""
-    loaded = _load(user, conversation_id)
+    loaded = _load(user, conversation_id, narrow=False)
     m, i = _on_branch(loaded, message_id, "message")
     if m.role != "user":
         raise TurnRefused("Only a user message can be sent again as a new branch.")
@@ -593,7 +606,7 @@ def turn_plan_tool_result(
     """The user's result for a client tool call of ``message_id`` (role ``tool``) and the answer
     that continues the turn. Raises TurnRefused (unknown call, a server-side tool, not on the
     branch, a running turn, a result already sent for that call)."""
-    loaded = _load(user, conversation_id)
+    loaded = _load(user, conversation_id, narrow=False)
     m, i = _on_branch(loaded, message_id, "answer")
     calls = [c for c in (m.tool_calls or []) if not c.get("server")]
     if m.role != "assistant" or not calls:

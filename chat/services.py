@@ -474,8 +474,11 @@ def message_complete(
     tool_calls: list[dict[str, str]] | None = None,
     reasoning_signature: str = "",
     logprobs: list[dict[str, Any]] | None = None,
+    replay_blocks: list[dict[str, Any]] | None = None,
 ) -> bool:
-    """Write a turn's final row once (one UPDATE), only if it is still ``streaming``."""
+    """Write a turn's final row once (one UPDATE), only if it is still ``streaming``.
+    ``replay_blocks``: dialect blocks sent back unchanged in later requests (Anthropic
+    ``redacted_thinking``)."""
     updated = Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
         status=status,
         content=content,
@@ -489,6 +492,7 @@ def message_complete(
         tool_calls=tool_calls or [],
         reasoning_signature=reasoning_signature,
         logprobs=logprobs or [],
+        replay_blocks=replay_blocks or [],
         heartbeat_at=timezone.now(),
     )
     return bool(updated)

@@ -39,8 +39,10 @@ from chat.cluster import cluster, conversation_group, user_group
 from chat.metrics import Clock, TurnClock, compute_metrics, usage_dict
 from chat.providers import get_adapter
 from chat.providers.base import (
+    AnswerWasReasoning,
     ChatRequest,
     EndpointConfig,
+    FinalText,
     Finish,
     LogprobsDelta,
     ModelOutputError,
@@ -48,11 +50,15 @@ from chat.providers.base import (
     RawEvent,
     ReasoningDelta,
     ReasoningSignature,
+    RedactedThinking,
     ResponseStarted,
+    ServerToolUse,
+    StreamWarning,
     TextDelta,
     ToolCallDelta,
     Usage,
     scrub,
+    tool_arguments_complete,
 )
 from chat.providers.errors import secret_variants
 from chat.providers.http import get_client
@@ -151,6 +157,9 @@ class LiveTurn:
     metrics: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] = field(default_factory=dict)
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    server_tools: list[dict[str, Any]] = field(default_factory=list)  # what the upstream ran itself
+    replay_blocks: list[dict[str, Any]] = field(default_factory=list)  # e.g. redacted thinking, kept as is
+    warnings: list[dict[str, str]] = field(default_factory=list)
     reasoning_signature: str = ""
     logprobs: list[dict[str, Any]] = field(default_factory=list)
     subscribers: set[Subscriber] = field(default_factory=set)
@@ -195,7 +204,7 @@ class LiveTurn:
         """The message as it stands now (for snapshot frames and mid-turn page loads)."""
         nav = self.snapshot_meta.get("_nav", {})
         return frames.MessageView(
-            tool_calls=[self.tool_calls[i] for i in sorted(self.tool_calls)], logprobs=self.logprobs,
+            tool_calls=self.all_tool_calls(), logprobs=self.logprobs, replay_blocks=self.replay_blocks,
             sibling_index=nav.get("sibling_index", 0), sibling_count=nav.get("sibling_count", 1),
             prev_sibling_id=nav.get("prev_sibling_id"), next_sibling_id=None,
             id=self.message_id, role="assistant", content=self.text, reasoning=self.reasoning,
@@ -206,6 +215,10 @@ class LiveTurn:
             turn_id=self.spec.turn_id, queue_position=self.queue_position,
             live_blocks={kind: (list(b.html), b.upto) for kind, b in self.blocks.items()},
         )
+
+    def all_tool_calls(self) -> list[dict[str, Any]]:
+        """Client tool calls by index, then what the server ran (``"server": True``)."""
+        return [self.tool_calls[i] for i in sorted(self.tool_calls)] + self.server_tools
 
     def subscribe(self, sub: Subscriber) -> str:
         """Register ``sub`` at the current offsets and return its snapshot frame.
@@ -522,6 +535,9 @@ class TurnRunner:
             Usage: self._on_usage, Finish: self._on_finish, ToolCallDelta: self._on_tool_call,
             ResponseStarted: self._on_started, ReasoningSignature: self._on_signature,
             LogprobsDelta: self._on_logprobs, ModelOutputError: self._on_model_output_error,
+            AnswerWasReasoning: self._on_answer_was_reasoning, FinalText: self._on_final_text,
+            StreamWarning: self._on_warning, ServerToolUse: self._on_server_tool,
+            RedactedThinking: self._on_redacted_thinking,
         }
 
     # -- publishing -------------------------------------------------------------------
@@ -722,6 +738,67 @@ class TurnRunner:
             "message": valid_text(ev.message), "raw_output": scrub(valid_text(ev.raw_output), self._secrets),
         }
 
+    def _restream(self) -> None:
+        """The streamed text changed shape (text moved to reasoning, or replaced by the
+        upstream's final copy): blocks are computed again and every watcher gets the whole
+        message (no delta can express a text that shrank)."""
+        turn = self.turn
+        for kind, done in turn.blocks.items():
+            done.reset()
+            done.advance(turn.text if kind == "text" else turn.reasoning)
+        for sub in list(turn.subscribers):
+            self._send(sub, turn.subscribe(sub))
+        if cluster.enabled:
+            reply = self.registry.snapshot_reply(turn.message_id)
+            cluster.publish(conversation_group(turn.spec.conversation_id), reply)
+            self._published = (turn._text.length, turn._reasoning.length,
+                               len(turn.blocks["text"].html), len(turn.blocks["reasoning"].html))
+
+    def _on_answer_was_reasoning(self, ev: AnswerWasReasoning) -> None:
+        """A closing think tag with no opening one: what this stream added to the answer was
+        reasoning (the prefill or Continue's old text stays the answer)."""
+        turn = self.turn
+        keep = len(turn.spec.prefill)
+        text = turn.text + self._text_filter.flush()
+        moved = text[keep:]
+        turn.text = text[:keep]
+        turn.reasoning = turn.reasoning + moved
+        self.tc.first_answer_token = None
+        self.tc.reasoning_events += self.tc.answer_events
+        self.tc.answer_events = 0
+        self._restream()
+
+    def _on_final_text(self, ev: FinalText) -> None:
+        """The upstream's final copy of the answer differs from what streamed: it wins."""
+        turn = self.turn
+        self._text_filter.flush()
+        final = self._text_filter.feed(valid_text(ev.text)) + self._text_filter.flush()
+        turn.text = turn.spec.prefill + final
+        self._note_warning("final_text_differs", "The streamed text differed from the endpoint's final text; "
+                           "the final text is shown.")
+        self._restream()
+
+    def _note_warning(self, code: str, message: str, excerpt: str = "") -> None:
+        if len(self.turn.warnings) < 20:
+            self.turn.warnings.append({"code": code, "message": valid_text(message),
+                                       "raw_excerpt": scrub(valid_text(excerpt), self._secrets)[:300]})
+
+    def _on_warning(self, ev: StreamWarning) -> None:
+        self._note_warning(getattr(ev, "code", "") or "stream_warning", ev.message, ev.raw_excerpt)
+
+    def _on_server_tool(self, ev: ServerToolUse) -> None:
+        self.tc.byte()
+        if len(self.turn.server_tools) < 100:
+            self.turn.server_tools.append({
+                "server": True, "type": ev.block_type, "name": valid_text(ev.name), "id": ev.id,
+                "input": scrub(valid_text(ev.input_json), self._secrets)[:20_000],
+                "result": scrub(valid_text(ev.result_summary), self._secrets)[:2_000],
+            })
+
+    def _on_redacted_thinking(self, ev: RedactedThinking) -> None:
+        self.tc.byte()
+        self.turn.replay_blocks.append({"type": "redacted_thinking", "data": ev.data})
+
     def _over_limit(self) -> bool:
         return self.turn._text.length + self.turn._reasoning.length > self.max_answer_chars
 
@@ -884,11 +961,20 @@ class TurnRunner:
                 check = await asyncio.to_thread(structured_output_check, spec.request.response_format, turn.text)
                 if check is not None:
                     turn.metrics["schema_check"] = check
+            if turn.tool_calls:  # cut off by max_tokens? flagged, never offered a result form
+                calls = list(turn.tool_calls.values())
+                flags = await asyncio.to_thread(lambda: [tool_arguments_complete(c["arguments"]) for c in calls])
+                for call, complete in zip(calls, flags, strict=True):
+                    if not complete:
+                        call["incomplete"] = True
+            if turn.warnings:
+                turn.metrics["warnings"] = turn.warnings
         except Exception as exc:
             log.error("metrics of turn %s failed: %s", turn.message_id, type(exc).__name__)
         inspect = self._inspect()
-        tool_calls = [turn.tool_calls[i] for i in sorted(turn.tool_calls)]
-        turn.status = status
+        tool_calls = turn.all_tool_calls()
+        # turn.status stays "streaming" until the final frame goes out (_send_final): a page
+        # that loads or resyncs meanwhile still follows the turn and gets its last blocks.
         try:
             await db.write(
                 services.message_complete,
@@ -897,11 +983,11 @@ class TurnRunner:
                 usage=finite(usage_dict(turn.usage)), usage_raw=finite(turn.usage.raw if turn.usage else {}),
                 metrics=finite(turn.metrics), error=finite(turn.error), inspect=finite(inspect),
                 tool_calls=finite(tool_calls), reasoning_signature=turn.reasoning_signature,
-                logprobs=finite(turn.logprobs),
+                logprobs=finite(turn.logprobs), replay_blocks=turn.replay_blocks,
             )
         except Exception as exc:
             log.error("final write of turn %s failed: %s", turn.message_id, type(exc).__name__)
-            status = turn.status = "error"
+            status = "error"
             turn.error = {
                 "message": f"The answer could not be saved ({type(exc).__name__}); the text shown is what arrived.",
                 "code": "save_failed",
@@ -918,24 +1004,29 @@ class TurnRunner:
         message per subscriber; the whole message for other processes."""
         turn = self.turn
         try:
-            await asyncio.to_thread(self._close_blocks)
+            text, reasoning = turn.text, turn.reasoning
+            done = await asyncio.to_thread(
+                lambda: {"text": turn.blocks["text"].finished(text), "reasoning": turn.blocks["reasoning"].finished(reasoning)}
+            )
+            turn.blocks = done
+            turn.status = status
             view = turn.view()
-            frame, full = await asyncio.to_thread(lambda: (frames.final(view), frames.final_full(view)))
+            to_cluster = cluster.enabled
+            frame, full = await asyncio.to_thread(
+                lambda: (frames.final(view), frames.final_full(view) if to_cluster else "")
+            )
         except Exception:
             log.error("rendering the final frame of turn %s failed", turn.message_id, exc_info=True)
+            turn.status = status
             view = turn.view()
             view.live_blocks = None
             frame = full = frames.final_fallback(view)
             turn.blocks = {"text": StreamedBlocks(), "reasoning": StreamedBlocks()}
         self._flush(tail=frame)
-        cluster.publish(conversation_group(turn.spec.conversation_id), {
-            "type": "turn.final", "mid": str(turn.message_id), "html": full,
-        })
-
-    def _close_blocks(self) -> None:
-        turn = self.turn
-        turn.blocks["text"].finish(turn.text)
-        turn.blocks["reasoning"].finish(turn.reasoning)
+        if full:
+            cluster.publish(conversation_group(turn.spec.conversation_id), {
+                "type": "turn.final", "mid": str(turn.message_id), "html": full,
+            })
 
     def _inspect(self) -> dict[str, Any]:
         turn = self.turn

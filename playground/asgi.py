@@ -113,6 +113,35 @@ def _http_app():  # noqa: ANN202
     return app
 
 
+def graceful_shutdown() -> bool:
+    """Under daphne (Twisted's asyncio reactor, installed before the app is imported): before
+    the reactor stops (SIGTERM, SIGINT), every running turn ends ``interrupted`` with its text
+    and metrics saved (``registry.cancel_all``), instead of being killed mid-write. Returns
+    whether the hook was installed (not under pytest or a plain ASGI server)."""
+    import sys
+
+    if "twisted.internet.reactor" not in sys.modules:
+        return False
+    from twisted.internet import reactor
+    from twisted.internet.defer import Deferred
+
+    loop = getattr(reactor, "_asyncioEventloop", None)
+    if loop is None:
+        return False
+
+    def before_shutdown() -> Deferred:
+        import asyncio
+
+        from chat.turns import registry
+
+        return Deferred.fromFuture(asyncio.ensure_future(registry.cancel_all(shutdown=True), loop=loop))
+
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)
+    return True
+
+
+graceful_shutdown()
+
 application = ProtocolTypeRouter(
     {
         "http": _http_app(),

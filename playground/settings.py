@@ -210,7 +210,9 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
-USE_I18N = True
+# English only: no translation machinery (its per-lookup context-local cost showed in every
+# rendered frame).
+USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -17,7 +17,7 @@ def view(status: str, content: str = "Hello <b> & 🙂") -> frames.MessageView:
 
 
 def test_delta_frames_carry_text_and_code_point_offsets() -> None:
-    mid = uuid.uuid4()
+    mid = frames.key(uuid.uuid4())
     f = classify(frames.delta(mid, "text", 7, "x<y & 🙂\r\n"))
     assert [(d["kind"], d["start"], d["end"], d["text"]) for d in f.deltas] == [("text", 7, 16, "x<y & 🙂\r\n")]
     assert not f.started and f.status == "" and f.notice == ""
@@ -40,7 +40,7 @@ def test_final_frames(status: str) -> None:
 
 def test_a_frame_with_a_last_delta_and_the_final_message_is_both() -> None:
     v = view("complete")
-    f = classify(frames.delta(v.id, "text", 0, "Hello") + frames.final(v))
+    f = classify(frames.delta(v.k, "text", 0, "Hello") + frames.final(v))
     assert f.deltas[0]["text"] == "Hello" and f.status == "complete"
 
 

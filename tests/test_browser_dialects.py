@@ -43,6 +43,11 @@ def test_tools_round_trip(server, page) -> None:  # noqa: ANN001
     assert "The tool returned" in pg.locator(".msg-assistant .answer").last.inner_text()
     body = [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")][-1]["body"]
     assert body["messages"][-1]["role"] == "tool" and "21" in body["messages"][-1]["content"]
+    # The result form closed once the result was sent (issue 7 item 3e), also after a reload.
+    assert pg.locator(".tool-result-form").count() == 0 and pg.locator(".tool-sent").count() == 1
+    pg.reload()
+    pg.wait_for_selector(".tool-sent")
+    assert pg.locator(".tool-result-form").count() == 0
 
 
 def test_json_schema_output_is_formatted_and_checked(server, page) -> None:  # noqa: ANN001

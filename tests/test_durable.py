@@ -705,6 +705,24 @@ def test_kill_9_mid_turn_then_interrupted_with_partial_text_and_retry(make_serve
     assert messages_sent(request_for(restarted, text)) == [("user", text)]
 
 
+def test_sigterm_mid_turn_saves_the_turn_as_interrupted_with_its_text(make_server, page) -> None:  # noqa: ANN001
+    """A graceful shutdown (SIGTERM to daphne) ends running turns ``interrupted`` with the text
+    received so far written at once and metrics kept, not left ``streaming`` for a restart to find."""
+    server = make_server()
+    start(page, server)
+    text = "Stop the server politely"
+    send(page, text, "sim-fast?ttft_ms=20&delay_ms=20&length=400&reasoning=0")  # about 8 s
+    mid = wait_new_assistant(page, set())
+    page.wait_for_function(f"() => Number(document.querySelector('#m-{mid} .answer').getAttribute('data-end')) > 20")
+    shown_before = shown(page, mid)[1]
+    server.stop(signal.SIGTERM)
+    content, status = stored(server, mid)
+    assert status == "interrupted", "the final write ran before the process exited"
+    assert content.startswith(shown_before) and len(content) >= len(shown_before) > 0
+    metrics = server.query("select metrics from chat_message where id = ?", (uuid.UUID(mid).hex,))[0][0]
+    assert json.loads(metrics)["ttft_ms"] is not None
+
+
 # ---- 7. admission control ----------------------------------------------------------------
 
 

@@ -682,3 +682,33 @@ def test_simulator_url_resolves_to_this_servers_port(
         endpoint_base_url_for_request(request, "https://api.example.com/v1")
         == "https://api.example.com/v1"
     )
+
+
+@pytest.mark.django_db
+def test_a_server_without_a_model_list_is_reachable_not_failed(alice_client: Client) -> None:
+    """Issue 7 item 18: a 404 on GET /models is "reachable, lists no models: type the id",
+    not "Connection failed"."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class NoModels(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = b'{"detail": "Not Found"}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), NoModels)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        e = create_via_ui(alice_client, base_url=f"http://127.0.0.1:{srv.server_port}/v1")
+        page = alice_client.post(f"/endpoints/{e.pk}/test/", HTTP_HX_REQUEST="true").content.decode()
+        assert "Reachable" in page and "does not list its models" in page
+        assert "Connection failed" not in page
+    finally:
+        srv.shutdown()

@@ -49,11 +49,12 @@ def test_burst_after_long_silence_has_no_rate() -> None:
     assert m["total_ms"] == 5020.0
 
 
-def test_usage_never_comes_counts_events() -> None:
+def test_usage_never_comes_no_tokens_per_second() -> None:
+    """Events are not tokens (issue 7 item 5): without usage the figure is "—"."""
     tc = run([(0.2, "text"), (0.7, "text"), (1.2, "text")])
     m = compute_metrics(tc, None)
-    assert m["completion_tokens_source"] == "counted"
-    assert m["tokens_per_sec"] == 3.0  # 3 events / 1.0 s
+    assert m["completion_tokens_source"] == "unknown"
+    assert m["tokens_per_sec"] is None and m["token_events"] == 3
     assert m["cost_usd"] is None
     items = dict((label, value) for label, value, _ in metric_items(m, {}, "stop"))
     assert items["prompt"] == "—" and items["completion"] == "—" and items["cost"] == "—"

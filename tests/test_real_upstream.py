@@ -119,7 +119,7 @@ def test_reasoning_streams_from_llama_server_into_the_thinking_block(server, pag
     pg.press("#content", "Enter")
     # Reasoning (delta.reasoning_content from llama-server) shows in the open Thinking block.
     pg.wait_for_selector(".msg-assistant.status-streaming.has-reasoning .thinking[open]", timeout=60_000)
-    pg.wait_for_function("() => document.querySelector('.msg-assistant .reasoning-text').innerText.trim().length > 0")
+    pg.wait_for_function("() => document.querySelector('.msg-assistant .reasoning-text').textContent.trim().length > 0")
     pg.wait_for_selector(".msg-assistant.status-complete, .msg-assistant.status-error", timeout=120_000)
     stored = server.query("select reasoning, content, status from chat_message where role='assistant'")[0]
     assert stored[2] == "complete" and stored[0].strip()

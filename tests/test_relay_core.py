@@ -394,3 +394,157 @@ async def test_fork_takes_the_message_uuid(alice, fresh_sim) -> None:  # noqa: A
     await database_sync_to_async(mclient.force_login)(other)
     bad = await database_sync_to_async(mclient.post)(f"/c/{services_conv.pk}/fork/", {"upto": mid})
     assert bad.status_code == 404
+
+
+# ---- 7.4, 7.5, 7.14, 7.19: honest figures and no dead ends --------------------------------------
+
+
+def test_tokens_per_second_needs_usage_not_events() -> None:
+    """Issue 7 item 5: 40 events over 2 s without usage are not "20 tok/s" (an event may hold
+    several tokens): the figure is "—"; with usage it is tokens ÷ time."""
+    from chat.metrics import TurnClock, compute_metrics
+    from chat.providers.base import Usage
+
+    t = [100.0]
+    tc = TurnClock(clock=lambda: t[0])
+    tc.sent()
+    for i in range(40):
+        t[0] = 100.5 + i * 0.05
+        tc.token(answer=True)
+    no_usage = compute_metrics(tc, None)
+    assert no_usage["tokens_per_sec"] is None and no_usage["completion_tokens_source"] == "unknown"
+    assert no_usage["token_events"] == 40
+    with_usage = compute_metrics(tc, Usage(completion_tokens=117))
+    assert with_usage["tokens_per_sec"] == round(117 / 1.95, 1)
+
+
+def test_retry_after_is_whole_seconds_in_the_hint_and_the_button() -> None:
+    """Issue 7 item 14: "wait 30 s" (rounded up, as the countdown), never "wait 29.0266 s"."""
+    from chat import frames
+
+    error = {"status": 429, "code": "rate_limit_exceeded", "message": "slow down", "retry_after_s": 29.0266}
+    assert frames.error_hint(error) == "Rate limited: wait 30 s, then retry."
+    view = frames.MessageView(id=uuid.uuid4(), role="assistant", status="error", error=error, conversation_id=1)
+    html = frames.final_full(view)
+    assert "in 30 s" in html and "29.0266" not in html.split("data-retry-after")[1][20:]
+
+
+@pytest.mark.parametrize("finish,reasoning,expected", [
+    ("stop", "", "The model returned no text (finish reason: stop)."),
+    ("length", "I need to think about every case in turn...",
+     "The model used the whole token budget on reasoning before it wrote an answer: raise max tokens, or Continue."),
+    ("length", "", "The answer hit max tokens before any text: raise max tokens, or Continue."),
+    ("content_filter", "", "The model returned no text (finish reason: content_filter)."),
+])
+def test_an_empty_answer_says_why_and_offers_what_it_names(finish, reasoning, expected) -> None:  # noqa: ANN001
+    """Issue 7 items 4 and 19: no blank bubble; a hint that names Continue has Continue."""
+    from chat import frames
+
+    view = frames.MessageView(id=uuid.uuid4(), role="assistant", status="complete", finish_reason=finish,
+                              reasoning=reasoning, conversation_id=1)
+    html = frames.final_full(view)
+    assert expected in html.replace("&#x27;", "'")
+    assert ('class="continue"' in html) == ("Continue" in expected)
+
+
+def test_every_hint_that_names_continue_comes_with_continue() -> None:
+    """Issue 7 item 4, the kind: a cut stream's hint says "Continue from it": the button is there."""
+    from chat import frames
+
+    for code in ("stream_cut", "stream_error"):
+        view = frames.MessageView(id=uuid.uuid4(), role="assistant", status="error", content="half an ans",
+                                  error={"code": code, "message": "cut"}, conversation_id=1)
+        html = frames.final_full(view)
+        assert "Continue" in frames.error_hint(view.error) and 'class="continue"' in html
+
+
+# ---- the adapters' new events, as the runner applies them (issue 7 items 2, 3, 16) -------------
+
+
+async def test_a_closing_think_tag_moves_the_answer_so_far_to_reasoning(row) -> None:  # noqa: ANN001
+    """Issue 7 item 2: deltas "Plan: add 2+2", "</think>", "4" give reasoning "Plan: add 2+2"
+    and content "4"; watchers get the whole message again (the answer shrank)."""
+    from chat.providers.base import AnswerWasReasoning
+
+    conv, mid = row
+    pushed: list[str] = []
+    got = await run(conv, mid, events(TextDelta("Plan: add 2+2"), AnswerWasReasoning(), TextDelta("4"), Finish("stop")),
+                    subs=[Subscriber(pushed.append, conv.owner_id)])
+    assert got.reasoning == "Plan: add 2+2" and got.content == "4"
+    assert any('id="m-' in f and 'hx-swap-oob="true"' in f for f in pushed), "a snapshot followed the move"
+
+
+async def test_a_prefill_stays_the_answer_when_the_rest_was_reasoning(row) -> None:  # noqa: ANN001
+    """Variant: Continue/prefill text is the user's answer, never moved to reasoning."""
+    from chat.providers.base import AnswerWasReasoning
+
+    conv, mid = row
+    got = await run(conv, mid, events(TextDelta("let me see"), AnswerWasReasoning(), TextDelta(" 42"), Finish("stop")),
+                    prefill="The answer is")
+    assert got.content == "The answer is 42" and got.reasoning == "let me see"
+
+
+async def test_the_final_text_wins_and_an_unreadable_event_is_never_silent(row) -> None:  # noqa: ANN001
+    """Issue 7 item 16: a chunk cut in half is a warning on the answer, and where the
+    protocol repeats the whole text at the end, that text wins when it differs."""
+    from chat.providers.base import FinalText, StreamWarning
+
+    conv, mid = row
+    pushed: list[str] = []
+    got = await run(conv, mid, events(
+        TextDelta("Hello "), StreamWarning("An event could not be read and was skipped.", '{"choices":[{"del', "unparsable_event"),
+        TextDelta("!"), FinalText("Hello world!"), Finish("stop"),
+    ), subs=[Subscriber(pushed.append, conv.owner_id)])
+    assert got.content == "Hello world!"
+    codes = [w["code"] for w in got.metrics["warnings"]]
+    assert codes == ["unparsable_event", "final_text_differs"]
+    final = [f for f in pushed if FINAL_RE.search(f)][-1]
+    assert "Part of the answer may be missing" in final
+
+
+async def test_server_side_tools_are_shown_as_done_never_asked_of_the_user(row) -> None:  # noqa: ANN001
+    """Issue 7 item 3b: a server tool is "the server ran web_search", with no result form,
+    and never sent back as a client tool call."""
+    from chat.history import history
+    from chat.providers.base import ServerToolUse
+
+    conv, mid = row
+    pushed: list[str] = []
+    got = await run(conv, mid, events(
+        ServerToolUse("server_tool_use", "web_search", "srvtoolu_1", '{"query": "weather"}'),
+        ServerToolUse("web_search_tool_result", "web_search", "srvtoolu_1", "", "3 results: Weather — https://w.example"),
+        TextDelta("Sunny."), Finish("stop"),
+    ), subs=[Subscriber(pushed.append, conv.owner_id)])
+    assert [c["server"] for c in got.tool_calls] == [True, True]
+    final = [f for f in pushed if FINAL_RE.search(f)][-1]
+    assert "The server ran" in final and "tool-result-form" not in final
+    sent = await database_sync_to_async(lambda: history([Message.objects.get(pk=mid)]))()
+    assert sent[0].tool_calls == ()
+
+
+async def test_redacted_thinking_is_kept_byte_identical_for_the_next_request(row) -> None:  # noqa: ANN001
+    """Issue 7 item 3c: kept, shown as "Thinking (redacted)", sent back unchanged."""
+    from chat.history import history
+    from chat.providers.base import ReasoningDelta, ReasoningSignature, RedactedThinking
+
+    conv, mid = row
+    blob = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
+    pushed: list[str] = []
+    got = await run(conv, mid, events(ReasoningDelta("thinking"), ReasoningSignature("sig"), RedactedThinking(blob),
+                                      ToolCallDelta(0, "toolu_1", "lookup", '{"q": 1}'), Finish("tool_calls")),
+                    subs=[Subscriber(pushed.append, conv.owner_id)])
+    assert got.replay_blocks == [{"type": "redacted_thinking", "data": blob}]
+    assert "Thinking (redacted)" in [f for f in pushed if FINAL_RE.search(f)][-1]
+    sent = await database_sync_to_async(lambda: history([Message.objects.get(pk=mid)]))()
+    assert sent[0].redacted_thinking == (blob,) and sent[0].reasoning_signature == "sig"
+
+
+async def test_tool_arguments_cut_off_are_flagged_and_offer_no_result_form(row) -> None:  # noqa: ANN001
+    """Issue 7 item 3d: arguments cut by max_tokens are flagged on the card."""
+    conv, mid = row
+    pushed: list[str] = []
+    got = await run(conv, mid, events(ToolCallDelta(0, "call_1", "lookup", '{"city": "Par'), Finish("length")),
+                    subs=[Subscriber(pushed.append, conv.owner_id)])
+    assert got.tool_calls[0]["incomplete"] is True
+    final = [f for f in pushed if FINAL_RE.search(f)][-1]
+    assert "Arguments incomplete" in final and "tool-result-form" not in final

@@ -117,7 +117,7 @@ async def test_burst_after_silence_and_no_usage(turn_row) -> None:  # noqa: ANN0
     row = await run_turn(conv, mid, scripted(clock, script), clock)
     assert row.metrics["ttft_ms"] == 4000.0
     assert row.metrics["tokens_per_sec"] is None  # 3 events over 20 ms: not honest
-    assert row.metrics["completion_tokens_source"] == "counted"
+    assert row.metrics["completion_tokens_source"] == "unknown"
     assert row.usage == {}
     assert row.metrics["cost_usd"] is None
 

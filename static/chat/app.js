@@ -251,6 +251,14 @@
     var ev = e.detail.triggeringEvent, submitter = ev && ev.submitter;
     var asker = e.target.closest && e.target.closest("[data-confirm]");
     if (asker && !window.confirm(asker.getAttribute("data-confirm"))) { e.preventDefault(); return; }
+    if (e.target.classList && e.target.classList.contains("tool-result-form")) {
+      // The result is on its way: the form closes (the thread comes back with it shown).
+      var sent = document.createElement("div");
+      sent.className = "tool-sent muted"; sent.textContent = "Sending the result…";
+      var f = e.target;
+      setTimeout(function () { f.replaceWith(sent); }, 0);
+      return;
+    }
     if (e.target.classList && e.target.classList.contains("edit-form")) {
       e.detail.parameters.resend = submitter && submitter.value === "resend" ? "true" : "";
       if (e.detail.parameters.resend) e.detail.parameters.turn_id = uuid4();
