@@ -428,8 +428,14 @@
     if (e.target.id === "endpoint") {
       var opt = e.target.selectedOptions[0];
       if (!opt) return;
+      // The model follows the endpoint: its default model, else (once its list arrives) its only
+      // model, else empty with the list open. The previous endpoint's model id is never kept.
       var model = document.getElementById("model");
-      if (model && opt.dataset.defaultModel) model.value = opt.dataset.defaultModel;
+      if (model) {
+        model.value = opt.dataset.defaultModel || "";
+        modelPick = !opt.dataset.defaultModel;
+        checkModel();
+      }
       htmx.ajax("GET", opt.dataset.modelsUrl, { target: "#model-options", swap: "innerHTML" });
     }
     if (e.target.id === "preset") {
@@ -481,7 +487,37 @@
     text.textContent = "≈" + prompt + (maxTok ? " + " + maxTok : "") + " / " + ctx + " tokens" + (used > ctx ? " — this send would overflow the context window" : "");
   }
   document.addEventListener("input", function (e) { if (e.target.id === "content") meter(); });
-  document.addEventListener("htmx:afterSwap", function (e) { if (e.target.id === "model-options") meter(); });
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (e.target.id !== "model-options") return;
+    var model = document.getElementById("model");
+    var ids = modelIds();
+    if (model && modelPick && !model.value && !document.querySelector("#model-options [hx-trigger=load]")) {
+      modelPick = false;
+      if (ids.length === 1) model.value = ids[0];
+      else if (ids.length > 1) { model.focus(); if (model.showPicker) { try { model.showPicker(); } catch (err) { /* not allowed */ } } }
+    }
+    checkModel();
+    meter();
+  });
+
+  // A model id the endpoint's list does not contain is flagged before sending (it may still be
+  // sent: some servers serve more than they list).
+  var modelPick = false;
+  function modelIds() {
+    return Array.prototype.map.call(document.querySelectorAll("#model-list option"), function (o) { return o.value; });
+  }
+  function checkModel() {
+    var model = document.getElementById("model"), hint = document.getElementById("model-hint");
+    if (!model || !hint) return;
+    var ids = modelIds(), v = model.value.trim(), msg = "";
+    if (!v) msg = ids.length ? "Pick a model from this endpoint's list." : "Type the model id.";
+    else if (ids.length && ids.indexOf(v) < 0) msg = "“" + v + "” is not in this endpoint's model list.";
+    hint.textContent = msg;
+    hint.hidden = !msg;
+    if (msg && v) model.setAttribute("aria-invalid", "true"); else model.removeAttribute("aria-invalid");
+  }
+  document.addEventListener("input", function (e) { if (e.target.id === "model") checkModel(); });
+  document.addEventListener("DOMContentLoaded", checkModel);
 
   document.addEventListener("click", function (e) {
     if (e.target.id === "refresh-models") {
