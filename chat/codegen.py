@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.providers import get_adapter
-from chat.providers.base import ChatRequest, EndpointConfig
+from chat.providers.base import ChatRequest, EndpointConfig, json_default
 
 #: Placeholder secrets: ``__ENV:<NAME>__`` stands for the environment variable ``NAME``.
 _PLACEHOLDER = re.compile(r"__ENV:([A-Z_][A-Z0-9_]*?)__")
@@ -393,6 +393,8 @@ def snippets(config: EndpointConfig, request: ChatRequest, *, endpoint_name: str
         stream_options=config.stream_options,
     )
     url, headers, body = get_adapter(config.api_style).build_request(safe, request)
+    # Attachments' bytes as their base64 text: a snippet sends exactly what the relay streams.
+    body = json.loads(json.dumps(body, default=json_default))
     style = config.api_style if config.api_style in _SDK_ARGS else "openai_chat"
     if style == "anthropic_messages" and not url.endswith("/v1/messages"):
         python = _python_stdlib(url, headers, body, (

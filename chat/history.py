@@ -10,7 +10,6 @@ May import: Django (ORM reads), chat.models, chat.turnsettings, chat.providers.b
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from chat.models import Attachment, Message, MessageStatus
@@ -33,16 +32,18 @@ def attachments_by_message(thread: list[Message]) -> dict[Any, list[Attachment]]
 
 
 def parts(attachments: list[Attachment]) -> tuple[ContentPart, ...]:
-    """Provider content parts for attachments: an image URL as is, bytes as base64 (each
-    attachment's bytes are read and encoded once per turn)."""
+    """Provider content parts for attachments: an image URL as is, else the bytes (each
+    attachment read once per turn, held once; base64 is made while the request is sent)."""
     out = []
     for a in attachments:
         if a.url:
             out.append(ContentPart(type=a.kind, media_type=a.media_type, url=a.url, filename=a.filename))
             continue
         data = Attachment.objects.filter(pk=a.pk).values_list("data", flat=True).first() or b""
+        # Raw bytes (one copy per turn): the adapter's body encodes them to base64 in pieces
+        # while the request is sent (chat.providers.base.Base64Media).
         out.append(ContentPart(type=a.kind, media_type=a.media_type, filename=a.filename,
-                               data_b64=base64.b64encode(bytes(data)).decode()))
+                               data=data if isinstance(data, bytes) else bytes(data)))
     return tuple(out)
 
 

@@ -23,6 +23,7 @@ chat.textsafety, chat.providers.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import time
@@ -40,6 +41,7 @@ from chat.metrics import Clock, TurnClock, compute_metrics, usage_dict
 from chat.providers import get_adapter
 from chat.providers.base import (
     AnswerWasReasoning,
+    Base64Media,
     ChatRequest,
     EndpointConfig,
     FinalText,
@@ -1058,6 +1060,9 @@ def _truncate_media(body: Any, limit: int = 256) -> Any:
         return {k: _truncate_media(v, limit) for k, v in body.items()}
     if isinstance(body, list):
         return [_truncate_media(v, limit) for v in body]
+    if isinstance(body, Base64Media):
+        return (body.prefix + base64.b64encode(body.data[:limit]).decode("ascii"))[:limit] + (
+            f"… ({body.encoded_length():,} characters)")
     if isinstance(body, str) and len(body) > 4096 and (body.startswith("data:") or " " not in body[:200]):
         return body[:limit] + f"… ({len(body):,} characters)"
     return body

@@ -85,6 +85,7 @@ from .base import (
     ServerToolUse,
     ToolCallDelta,
     Usage,
+    part_base64,
     replay_arguments,
     scrub,
 )
@@ -216,7 +217,7 @@ def _blocks(message: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
             source = {
                 "type": "base64",
                 "media_type": part.media_type or "image/png",
-                "data": part.data_b64,
+                "data": part_base64(part),
             }
         blocks.append({"type": "image", "source": source})
     if message.content:

@@ -19,9 +19,12 @@ May import: the standard library only (no Django, no httpx here).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
+import secrets as _secrets
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -132,6 +135,115 @@ class ContentPart:
     data_b64: str = ""
     url: str = ""
     filename: str = ""
+    #: The raw bytes instead of ``data_b64``: encoded to base64 only while the request body is
+    #: written (:class:`Base64Media`), so a turn holds one copy of each attachment, not three.
+    data: bytes = b""
+
+    def __repr__(self) -> str:
+        size = len(self.data) or len(self.data_b64)
+        return f"ContentPart(type={self.type!r}, media_type={self.media_type!r}, {size} bytes, url={self.url!r})"
+
+
+class Base64Media:
+    """Bytes that go into a JSON request body as base64 text (``prefix`` + base64), encoded in
+    pieces while the body is written (:func:`encode_json_body`) instead of as one string held
+    beside the bytes, the body's ``str`` and its ``bytes`` (issue 8 item 12: 10 images of 10 MB
+    peaked at 2.1 GB per turn). ``prefix``: e.g. ``data:image/png;base64,`` (RFC 2397) or "".
+    Equal to its full text, so tests may compare bodies with strings."""
+
+    __slots__ = ("data", "prefix")
+    CHUNK = 3 * 64 * 1024  # a multiple of 3: pieces concatenate into one valid base64 text
+
+    def __init__(self, data: bytes, prefix: str = "") -> None:
+        self.data = data
+        self.prefix = prefix
+
+    def encoded_length(self) -> int:
+        """Bytes of ``prefix`` + base64 text (ASCII), without quotes."""
+        return len(self.prefix.encode("utf-8")) + 4 * ((len(self.data) + 2) // 3)
+
+    def text(self) -> str:
+        """The whole text (for View code and tests; the relay streams :meth:`chunks`)."""
+        return self.prefix + base64.b64encode(self.data).decode("ascii")
+
+    def chunks(self) -> Iterator[bytes]:
+        """``prefix`` then base64 pieces of at most 256 KiB."""
+        if self.prefix:
+            yield self.prefix.encode("utf-8")
+        view = memoryview(self.data)
+        for start in range(0, len(view), self.CHUNK):
+            yield base64.b64encode(view[start:start + self.CHUNK])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Base64Media):
+            return self.prefix == other.prefix and self.data == other.data
+        if isinstance(other, str):
+            return self.text() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Base64Media({self.prefix!r}, {len(self.data)} bytes)"
+
+
+def part_base64(part: ContentPart, prefix: str = "") -> str | Base64Media:
+    """A part's bytes as base64 for a JSON body: :class:`Base64Media` when it holds raw
+    ``data``, else ``prefix`` + its ``data_b64`` text."""
+    if part.data:
+        return Base64Media(part.data, prefix)
+    return prefix + part.data_b64
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps(default=…)`` for bodies holding :class:`Base64Media` (their whole text)."""
+    if isinstance(value, Base64Media):
+        return value.text()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+class MediaBody:
+    """An async byte stream of a JSON body with :class:`Base64Media` encoded as it is sent;
+    re-iterable (a second send encodes again). ``length``: its exact size in bytes."""
+
+    def __init__(self, pieces: list[bytes | Base64Media]) -> None:
+        self.pieces = pieces
+        self.length = sum(len(p) if isinstance(p, bytes) else p.encoded_length() for p in pieces)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            if isinstance(piece, bytes):
+                yield piece
+            else:
+                for chunk in piece.chunks():
+                    yield chunk
+
+
+def encode_json_body(body: Any) -> dict[str, Any]:
+    """Keyword arguments for ``httpx.AsyncClient.build_request`` sending ``body`` as JSON the
+    way httpx's ``json=`` does (UTF-8, compact separators, no NaN): ``{"json": body}`` when it
+    holds no :class:`Base64Media`, else ``{"content": MediaBody, "headers": {Content-Type,
+    Content-Length}}`` with the media streamed in base64 pieces (a fixed length, not chunked)."""
+    token = _secrets.token_hex(8)
+    found: list[Base64Media] = []
+
+    def hook(value: Any) -> str:
+        if isinstance(value, Base64Media):
+            found.append(value)
+            return f"@@media-{token}-{len(found) - 1}@@"
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=hook)
+    if not found:
+        return {"json": body}
+    pieces: list[bytes | Base64Media] = []
+    rest = text
+    for index, media in enumerate(found):
+        before, _, rest = rest.partition(f"@@media-{token}-{index}@@")
+        pieces.extend([before.encode("utf-8"), media])
+    pieces.append(rest.encode("utf-8"))
+    stream = MediaBody(pieces)
+    return {"content": stream, "headers": {"Content-Type": "application/json", "Content-Length": str(stream.length)}}
 
 
 def tool_arguments_complete(arguments: str) -> bool:

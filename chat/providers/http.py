@@ -39,6 +39,7 @@ from .base import (
     Event,
     ProviderError,
     ResponseStarted,
+    encode_json_body,
     limit_error,
     scrub,
 )
@@ -623,7 +624,10 @@ async def _stream_sse(
     limits = config.effective_limits()
     secrets = secret_variants(config.secrets())
     host = host_of(url)
-    http_request = build_http_request(client, "POST", url, headers, secrets, config, json=body)
+    encoded = encode_json_body(body)
+    if "headers" in encoded:
+        headers = {**headers, **encoded.pop("headers")}
+    http_request = build_http_request(client, "POST", url, headers, secrets, config, **encoded)
     guard = StreamGuard(limits, secrets)
     started = False
     state: StreamState | None = None
@@ -740,7 +744,9 @@ async def request_json(
     """
     limits = config.effective_limits()
     secrets = secret_variants(config.secrets())
-    kwargs: dict[str, Any] = {"json": body} if body is not None else {}
+    kwargs: dict[str, Any] = encode_json_body(body) if body is not None else {}
+    if "headers" in kwargs:
+        headers = {**headers, **kwargs.pop("headers")}
     http_request = build_http_request(client, method, url, headers, secrets, config, **kwargs)
     failure: httpx.HTTPError | None = None
     try:

@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from .base import (
+    Base64Media,
     ChatMessage,
     ChatRequest,
     ContentPart,
@@ -63,6 +64,7 @@ from .base import (
     Usage,
     fix_surrogates,
     limit_error,
+    part_base64,
     replay_arguments,
     scrub,
 )
@@ -155,12 +157,13 @@ def host_in(base_url: str, hosts: frozenset[str]) -> bool:
         return False
 
 
-def data_uri(part: ContentPart) -> str:
-    """``part.url`` when set, else ``data:<media_type>;base64,<data>`` (RFC 2397)."""
+def data_uri(part: ContentPart) -> str | Base64Media:
+    """``part.url`` when set, else ``data:<media_type>;base64,<data>`` (RFC 2397; a
+    :class:`Base64Media` encoded while the body is sent when the part holds raw bytes)."""
     if part.url:
         return part.url
     media_type = part.media_type or "application/octet-stream"
-    return f"data:{media_type};base64,{part.data_b64}"
+    return part_base64(part, f"data:{media_type};base64,")
 
 
 def audio_format(part: ContentPart) -> str:
@@ -217,10 +220,10 @@ def _image_part(part: ContentPart) -> dict[str, Any]:
 
 def _audio_part(part: ContentPart, sambanova: bool) -> dict[str, Any]:
     if sambanova:  # seed 002 ``AudioContent``
-        return {"type": "audio_content", "audio_content": {"content": part.data_b64}}
+        return {"type": "audio_content", "audio_content": {"content": part_base64(part)}}
     return {
         "type": "input_audio",
-        "input_audio": {"data": part.data_b64, "format": audio_format(part)},
+        "input_audio": {"data": part_base64(part), "format": audio_format(part)},
     }
 
 

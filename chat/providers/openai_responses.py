@@ -76,6 +76,7 @@ from .base import (
     ServerToolUse,
     ToolCallDelta,
     Usage,
+    part_base64,
     replay_arguments,
     scrub,
 )
@@ -170,7 +171,7 @@ def _items(message: ChatMessage) -> list[dict[str, Any]]:
                 content.append(
                     {
                         "type": "input_audio",
-                        "input_audio": {"data": part.data_b64, "format": audio_format(part)},
+                        "input_audio": {"data": part_base64(part), "format": audio_format(part)},
                     }
                 )
     return [{"type": "message", "role": message.role, "content": content}]
