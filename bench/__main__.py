@@ -214,6 +214,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--browser-tokens", type=int, default=10_000, help="answer tokens (default 10000)")
     g.add_argument("--browser-rate", type=float, default=200.0, help="tokens per second (default 200)")
     g.add_argument("--no-trace", action="store_true", help="no Chromium trace (longest task from longtask entries only)")
+    g.add_argument("--js-profile", metavar="FILE", help="save Chromium's CPU profile of the browser turn (.cpuprofile)")
     g = p.add_argument_group("experiments")
     g.add_argument("--profile", metavar="FILE", help="cProfile the server's event loop in the relay phase")
     g.add_argument("--py-spy", metavar="BIN", help="with --profile: sample the server with this py-spy binary instead")
@@ -319,7 +320,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise RuntimeError(f"database setup failed:\n{setup.stderr[-3000:]}")
         db = json.loads(setup.stdout.strip().splitlines()[-1])
 
-        window_s = float(server_env.get("PLAYGROUND_FRAME_INTERVAL_S") or db.get("frame_interval_s") or 0.04)
+        window_s = float(server_env.get("PLAYGROUND_FRAME_INTERVAL_S") or db.get("frame_interval_s") or 0.05)
         port = free_port()
         server_log = open(tmp / "daphne.log", "w")  # noqa: SIM115
         server = pin.start_server(
@@ -380,6 +381,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "server_port": port, "spec": db["browser"], "tokens": args.browser_tokens,
                 "model": browser_model, "timeout_s": args.browser_tokens / args.browser_rate + 90,
                 "trace": not args.no_trace, "text": "Benchmark browser turn: write a long document.",
+                "cpu_profile": str(Path(args.js_profile).resolve()) if args.js_profile else "",
             }
             (tmp / "browser-plan.json").write_text(json.dumps(bplan))
             la = loadavg()

@@ -217,6 +217,10 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         cdp.send("Performance.enable")
         if plan.get("trace", True):
             browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+        if plan.get("cpu_profile"):
+            cdp.send("Profiler.enable")
+            cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+            cdp.send("Profiler.start")
         m0 = _metrics(cdp)
         page.evaluate("window.__bench.arm()")
         sent = time.perf_counter()
@@ -226,6 +230,9 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
             page.wait_for_timeout(200)
         page.wait_for_timeout(1000)
         m1 = _metrics(cdp)
+        if plan.get("cpu_profile"):
+            with open(plan["cpu_profile"], "w") as f:
+                json.dump(cdp.send("Profiler.stop")["profile"], f)
         trace = browser.stop_tracing() if plan.get("trace", True) else None
         report = page.evaluate("window.__bench.report()")
         nodes = page.evaluate("document.getElementsByTagName('*').length")

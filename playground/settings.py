@@ -295,7 +295,7 @@ PLAYGROUND_SIMULATOR_MAX_ANSWER_CHARS = env.int("PLAYGROUND_SIMULATOR_MAX_ANSWER
 # Partial-save (heartbeat) period of a running turn, seconds.
 PLAYGROUND_PARTIAL_SAVE_S = env.float("PLAYGROUND_PARTIAL_SAVE_S", default=2.0)
 # Minimum gap between two delta frames of one message, seconds (the first token goes at once).
-PLAYGROUND_FRAME_INTERVAL_S = env.float("PLAYGROUND_FRAME_INTERVAL_S", default=0.04)
+PLAYGROUND_FRAME_INTERVAL_S = env.float("PLAYGROUND_FRAME_INTERVAL_S", default=0.05)
 # Largest image or audio attachment, bytes.
 PLAYGROUND_MAX_ATTACHMENT_BYTES = env.int("PLAYGROUND_MAX_ATTACHMENT_BYTES", default=10 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = PLAYGROUND_MAX_ATTACHMENT_BYTES + 1024 * 1024

@@ -49,3 +49,27 @@ def test_model_follows_endpoint_and_unlisted_model_is_flagged(server, page, fres
     pg.fill("#model", "sim-fast")
     pg.wait_for_selector("#model-hint", state="hidden")
     assert pg.get_attribute("#model", "aria-invalid") is None
+
+
+def test_the_role_returns_to_user_after_a_prefill_send(server, page) -> None:  # noqa: ANN001
+    """Issue 7 item 11: after a prefill (assistant) or system message the composer's role is
+    "user" again, so the next typed message is not silently another prefill."""
+    pg = page
+    create_first_account(pg, server)
+    pg.wait_for_selector("#conn-state.ok")
+    pg.fill("#model", "sim-fast")
+    pg.fill("#content", "Hi")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector(".msg-assistant.status-complete")
+    pg.select_option("#role", "assistant")
+    pg.fill("#content", "Sure, here it is:")
+    pg.click("#send")
+    pg.wait_for_selector(".msg-assistant.status-complete >> nth=1")
+    assert pg.input_value("#role") == "user"
+    prefilled = pg.locator(".msg-assistant").nth(1).inner_text()
+    assert "Sure, here it is:" in prefilled
+    pg.select_option("#role", "system")
+    pg.fill("#content", "Be brief.")
+    pg.click("#append")
+    pg.wait_for_selector(".msg-system")
+    assert pg.input_value("#role") == "user"
