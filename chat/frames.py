@@ -6,9 +6,10 @@ message's DOM ids use its short key ``k`` (the first 10 hex digits of its UUID):
 reasoning ``#r<k>``, answer ``#t<k>``, foot ``#f<k>``, queue line ``#q<k>``. Kinds:
 
 - ``turn_started``: the user message and the assistant skeleton appended to ``#thread``.
-- ``delta`` (hot path, ≤ 64 bytes of envelope): ``<x-d hx-swap-oob="beforeend:#t<k>" s=S e=E>``
-  with escaped raw text at code-point offsets S..E (computed here, never from the DOM).
-- ``blocks``: ``<x-b hx-swap-oob="beforeend:#t<k>" u=U>`` with the rendered HTML of blocks
+- ``delta`` (hot path, ≤ 64 bytes of envelope): ``<x-d i=t<k> s=S e=E>`` with escaped raw text
+  at code-point offsets S..E (computed here, never from the DOM); inside a message that also
+  carries other elements (the final frame) the ``hx-swap-oob="beforeend:#t<k>"`` form instead.
+- ``blocks``: ``<x-b i=t<k> u=U>`` (same two forms) with the rendered HTML of blocks
   that closed; the text up to offset U is now covered by rendered blocks, the rest is the open
   block the browser renders (static/chat/app.js). Deltas and blocks are applied by the page's
   script, never re-created.
@@ -444,18 +445,32 @@ def final(view: MessageView) -> str:
             + render_to_string("chat/message.html#msg-foot", ctx))
 
 
-def delta(k: str, kind: str, start: int, text: str) -> str:
+def delta(k: str, kind: str, start: int, text: str, *, short: bool = False) -> str:
     """Append ``text`` (kind "text" | "reasoning") at code-point offset ``start`` of message
-    ``k`` (see :func:`key`). The envelope is 46–56 bytes."""
+    ``k`` (see :func:`key`). ``short``: the hot-path form ``<x-d i=t<k> s=S e=E>`` (an envelope
+    of 33–41 bytes) for a websocket message made only of deltas and blocks, which the page's
+    script applies itself; otherwise the ``hx-swap-oob`` form (46–56 bytes) that htmx routes
+    when the message also carries other elements (the final frame)."""
+    if short:
+        return format_html(
+            "<x-d i={}{} s={} e={}>{}</x-d>",
+            "t" if kind == "text" else "r", k, start, start + len(text), SafeString(escape_text(text)),
+        )
     return format_html(
         '<x-d hx-swap-oob="beforeend:#{}{}" s={} e={}>{}</x-d>',
         "t" if kind == "text" else "r", k, start, start + len(text), SafeString(escape_text(text)),
     )
 
 
-def blocks(k: str, kind: str, rendered: list[str], upto: int) -> str:
+def blocks(k: str, kind: str, rendered: list[str], upto: int, *, short: bool = False) -> str:
     """Rendered blocks (already sanitized HTML) appended before the open block of message
-    ``k``; the text up to offset ``upto`` is now covered by them."""
+    ``k``; the text up to offset ``upto`` is now covered by them. ``short``: as for
+    :func:`delta`."""
+    if short:
+        return format_html(
+            "<x-b i={}{} u={}>{}</x-b>",
+            "t" if kind == "text" else "r", k, upto, SafeString("".join(rendered)),
+        )
     return format_html(
         '<x-b hx-swap-oob="beforeend:#{}{}" u={}>{}</x-b>',
         "t" if kind == "text" else "r", k, upto, SafeString("".join(rendered)),

@@ -583,7 +583,7 @@ class TurnRunner:
                 if start < len(value):
                     frame = built.get((kind, start))
                     if frame is None:
-                        frame = built[(kind, start)] = frames.delta(k, kind, start, value[start:])
+                        frame = built[(kind, start)] = frames.delta(k, kind, start, value[start:], short=not tail)
                     parts.append(frame)
                     sub.cursors[ckey] = len(value)
                 done = blocks[kind]
@@ -593,7 +593,7 @@ class TurnRunner:
                     bkind = kind + "_b"
                     frame = built.get((bkind, sent))
                     if frame is None:
-                        frame = built[(bkind, sent)] = frames.blocks(k, kind, done.html[sent:], done.upto)
+                        frame = built[(bkind, sent)] = frames.blocks(k, kind, done.html[sent:], done.upto, short=not tail)
                     parts.append(frame)
                     sub.cursors[bkey] = len(done.html)
                     sub.cursors[ukey] = done.upto

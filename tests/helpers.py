@@ -8,11 +8,11 @@ import re
 from typing import Any
 
 DELTA_RE = re.compile(
-    r'<x-d hx-swap-oob="beforeend:#(?P<kind>[tr])(?P<k>[0-9a-f]{10})" s=(?P<start>\d+) e=(?P<end>\d+)>(?P<body>.*?)</x-d>',
+    r'<x-d (?:hx-swap-oob="beforeend:#|i=)(?P<kind>[tr])(?P<k>[0-9a-f]{10})"? s=(?P<start>\d+) e=(?P<end>\d+)>(?P<body>.*?)</x-d>',
     re.S,
 )
 BLOCKS_RE = re.compile(
-    r'<x-b hx-swap-oob="beforeend:#(?P<kind>[tr])(?P<k>[0-9a-f]{10})" u=(?P<upto>\d+)>(?P<html>.*?)</x-b>', re.S,
+    r'<x-b (?:hx-swap-oob="beforeend:#|i=)(?P<kind>[tr])(?P<k>[0-9a-f]{10})"? u=(?P<upto>\d+)>(?P<html>.*?)</x-b>', re.S,
 )
 # The end of a turn: the foot marked data-final (the final frame of a streamed turn, or a whole
 # message sent after a reload or from another process).

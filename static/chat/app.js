@@ -143,7 +143,8 @@
   }
   // Every streamed piece of one websocket message, parsed here: a message made only of them never
   // goes through htmx's HTML parsing.
-  var PIECE = /<x-(d|b) hx-swap-oob="beforeend:#(\w+)" (?:s=(\d+) e=(\d+)|u=(\d+))>([\s\S]*?)<\/x-\1>/g;
+  // Two forms: the hot path's short <x-d i=t<k> s e> and the hx-swap-oob one (any message).
+  var PIECE = /<x-(d|b) (?:hx-swap-oob="beforeend:#(\w+)"|i=(\w+)) (?:s=(\d+) e=(\d+)|u=(\d+))>([\s\S]*?)<\/x-\1>/g;
   function applyPieces(msg) {
     PIECE.lastIndex = 0;
     var m, at = 0;
@@ -154,10 +155,10 @@
     }
     if (!found.length || at !== msg.length) return false;
     found.forEach(function (p) {
-      var el = document.getElementById(p[2]);
+      var el = document.getElementById(p[2] || p[3]);
       if (!el) return;
-      if (p[1] === "d") applyDelta(el, +p[3], +p[4], unescapeText(p[6]));
-      else applyBlocks(el, +p[5], p[6]);
+      if (p[1] === "d") applyDelta(el, +p[4], +p[5], unescapeText(p[7]));
+      else applyBlocks(el, +p[6], p[7]);
     });
     window.__pgFrames = (window.__pgFrames || 0) + 1;
     return true;
