@@ -36,7 +36,7 @@ from django.conf import settings
 
 from chat import db, frames, services
 from chat.cluster import cluster, conversation_group, user_group
-from chat.metrics import Clock, TurnClock, compute_metrics, usage_dict
+from chat.metrics import Clock, TurnClock, compute_metrics, token_timings, usage_dict
 from chat.providers import get_adapter
 from chat.providers.base import (
     AnswerWasReasoning,
@@ -530,6 +530,9 @@ class TurnRunner:
         self._reasoning_filter = SecretFilter(secrets)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._carry: dict[str, str] = {}
+        # Token timings: [ms since request sent, token events] per flushed frame, in memory only
+        # (stored once with the final row, chat.metrics.token_timings).
+        self.timings: list[list[float]] = []
         self._handlers: dict[type, Callable[[Any], None]] = {
             TextDelta: self._on_text, ReasoningDelta: self._on_reasoning, RawEvent: self._on_raw,
             Usage: self._on_usage, Finish: self._on_finish, ToolCallDelta: self._on_tool_call,
@@ -561,6 +564,7 @@ class TurnRunner:
         blocks that closed since (rendered once, here), then ``tail`` (the final frame)."""
         turn = self.turn
         self._last_flush = self.clock()
+        self._timing_point()
         text, reasoning = turn.text, turn.reasoning
         blocks = turn.blocks
         if turn._done:
@@ -599,6 +603,16 @@ class TurnRunner:
                 parts.append(tail)
             if parts:
                 self._send(sub, parts[0] if len(parts) == 1 else "".join(parts))
+
+    def _timing_point(self) -> None:
+        """One token-timing point per flushed frame (when tokens arrived since the last one)."""
+        tc = self.tc
+        if tc.request_sent is None or tc.last_token is None or tc.token_events == 0:
+            return
+        if self.timings and self.timings[-1][1] == tc.token_events:
+            return
+        if len(self.timings) < 4 * 200:  # bounded; thinned when stored
+            self.timings.append([round((tc.last_token - tc.request_sent) * 1000.0, 1), tc.token_events])
 
     def _publish(self, text: str, reasoning: str) -> None:
         """Other processes get the same coalesced delta, once per flush, absolute offsets, with
@@ -969,6 +983,11 @@ class TurnRunner:
                         call["incomplete"] = True
             if turn.warnings:
                 turn.metrics["warnings"] = turn.warnings
+            self._timing_point()
+            timings = token_timings(self.timings, self.tc.token_events,
+                                    turn.usage.completion_tokens if turn.usage else None)
+            if timings:
+                turn.metrics["timings"] = timings
         except Exception as exc:
             log.error("metrics of turn %s failed: %s", turn.message_id, type(exc).__name__)
         inspect = self._inspect()
