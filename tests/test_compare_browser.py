@@ -218,3 +218,52 @@ def test_stop_one_lane_then_stop_all_then_clean_new_prompt(server, page) -> None
         "select l.position, m.content from chat_message m join chat_lane l on m.lane_id=l.id "
         "where m.role='assistant' and m.status='stopped'"))
     assert again == stopped
+
+
+def test_repeat_runs_percentiles_match_stored_metrics_and_runs_are_browsable(server, page) -> None:  # noqa: ANN001
+    import statistics
+
+    from chat.compare.display import fmt
+
+    pg = page
+    create_first_account(pg, server)
+    new_comparison(pg, server)
+    set_lane(pg, 0, "sim-fast?ttft_ms=60&delay_ms=10&length=40&reasoning=0")
+    set_lane(pg, 1, "sim-fast?ttft_ms=250&delay_ms=15&length=40&reasoning=0")
+    pg.fill("#cmp-runs", "5")
+    send(pg, "Five times")
+    pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length === 10",
+                         timeout=60_000)
+    pg.wait_for_selector("#compare-summary table.runs-table")
+    pg.wait_for_function("() => document.querySelectorAll('#compare-summary td[data-col=runs]').length === 2"
+                         " && [...document.querySelectorAll('#compare-summary td[data-col=runs]')].every(td => td.innerText.trim() === '5/5')")
+    rows = server.query("select l.position, m.run, m.metrics from chat_message m join chat_lane l on m.lane_id=l.id "
+                        "where m.role='assistant' order by l.position, m.run")
+    assert [(p, r) for p, r, _ in rows] == [(p, r) for p in (0, 1) for r in range(5)]
+    for pos in (0, 1):
+        for key in ("ttft_ms", "total_ms", "tokens_per_sec"):
+            vals = [json.loads(m)[key] for p, _, m in rows if p == pos]
+            med = statistics.median(vals)
+            p90 = statistics.quantiles(vals, n=10, method="inclusive")[8]
+            row = f"#compare-summary .runs-table tr[data-lane-index='{pos}'][data-col='{key}']"
+            assert pg.inner_text(f"{row} td[data-stat='median']") == fmt(key, med)
+            assert pg.inner_text(f"{row} td[data-stat='p90']") == fmt(key, p90)
+            assert pg.inner_text(f"{row} td[data-stat='range']") == f"{fmt(key, min(vals))} – {fmt(key, max(vals))}"
+        # The turn table shows the medians.
+        ttfts = [json.loads(m)["ttft_ms"] for p, _, m in rows if p == pos]
+        cell = pg.inner_text(f"#compare-summary .turn-table tr[data-lane-index='{pos}'] td[data-col='ttft_ms']")
+        assert cell.startswith(fmt("ttft_ms", statistics.median(ttfts)))
+    # Every answer is browsable 1/N; only the first is shown at a time.
+    pager = f"{lane(0)} .run-pager"
+    assert pg.inner_text(f"{pager} .run-pos") == "1"
+    pg.click(f"{pager} .run-next")
+    assert pg.inner_text(f"{pager} .run-pos") == "2"
+    assert pg.locator(f"{lane(0)} .run-slot[data-run='2']").is_visible()
+    assert not pg.locator(f"{lane(0)} .run-slot[data-run='1']").is_visible()
+    # Runs are not history: a next turn sends only the first answer of each lane.
+    pg.fill("#cmp-runs", "1")
+    send(pg, "Next")
+    pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length === 12",
+                         timeout=30_000)
+    last = [r for r in chat_requests(server.sim_requests()) if r["body"]["messages"][-1]["content"] == "Next"]
+    assert len(last) == 2 and all(len(r["body"]["messages"]) == 3 for r in last)

@@ -250,8 +250,18 @@ class CompareConsumer(ConversationConsumer):
             config=_config(plan.target, self.scope), request=plan.request,
             prompt_price_per_mtok=plan.prompt_price_per_mtok, completion_price_per_mtok=plan.completion_price_per_mtok,
             conversation_title=plan.title, turn_id=a.turn_id, lane_id=plan.lane_id, plan=plan,
+            group=f"compare:{plan.conversation_id}", group_limit=max_running(),
         )
         registry.start(spec, announce=announce, snapshot_meta=dict(a.settings_snapshot))
+
+
+def max_running() -> int:
+    """How many answers of one comparison run at once (lanes and repeat runs); the others wait
+    in the admission queue with their position shown. ``PLAYGROUND_COMPARE_MAX_RUNNING``,
+    default 6."""
+    from django.conf import settings
+
+    return int(getattr(settings, "PLAYGROUND_COMPARE_MAX_RUNNING", 6))
 
 
 def display_clear_notice() -> str:

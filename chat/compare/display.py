@@ -29,7 +29,8 @@ class LaneView:
     index: int
     label: str
     blind: bool
-    items: list[tuple[Message, frames.MessageView | None]] = field(default_factory=list)
+    # (user message, [views of the lane's answers to it: the shown one, then repeat runs])
+    items: list[tuple[Message, list[frames.MessageView]]] = field(default_factory=list)
 
     @property
     def color(self) -> str:
@@ -52,7 +53,8 @@ def lane_views(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, liv
     for i, lane in enumerate(lanes):
         lv = LaneView(lane, i, cs.lane_label(lane, i, blind=conversation.blind), conversation.blind)
         for u in rows.users:
-            lv.items.append((u, _view(rows.shown.get((u.pk, lane.pk)), live)))
+            answers = sorted(rows.runs.get((u.pk, lane.pk), []), key=lambda m: m.run)
+            lv.items.append((u, [v for v in (_view(m, live) for m in answers) if v is not None]))
         out.append(lv)
     return out
 
@@ -209,11 +211,11 @@ def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, e
 def turn_started(conversation: Conversation, lanes: list[Lane], user_msg: Message | None, answers: list[Message]) -> str:
     """Append, in each lane's column, the user message and that lane's answer skeleton."""
     parts = []
-    by_lane = {a.lane_id: a for a in answers if a.run == 0}
     for lane in lanes:
-        a = by_lane.get(lane.pk)
-        if a is None:
+        mine = sorted((a for a in answers if a.lane_id == lane.pk), key=lambda a: a.run)
+        if not mine:
             continue
-        inner = render_to_string("compare/page.html#item", {"u": user_msg, "m": frames.MessageView.from_row(a)})
+        inner = render_to_string("compare/page.html#item", {
+            "u": user_msg, "runs": [frames.MessageView.from_row(a) for a in mine]})
         parts.append(format_html('<div hx-swap-oob="beforeend:#lt-{}">{}</div>', lane.pk, SafeString(inner)))
     return "".join(parts)

@@ -79,6 +79,17 @@
     var n = document.getElementById("notice");
     if (n) { n.textContent = "Lane not saved: " + (e.detail.xhr.responseText || "").slice(0, 300); n.className = "notice notice-error"; }
   });
+  // Browse the repeat runs of a lane's answer (1/N).
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest && e.target.closest(".run-prev, .run-next");
+    if (!b) return;
+    var pager = b.closest(".run-pager"), slots = pager.nextElementSibling.querySelectorAll(":scope > .run-slot");
+    var at = 0;
+    slots.forEach(function (s, i) { if (!s.hidden) at = i; });
+    var to = (at + (b.classList.contains("run-next") ? 1 : -1) + slots.length) % slots.length;
+    slots.forEach(function (s, i) { s.hidden = i !== to; });
+    pager.querySelector(".run-pos").textContent = String(to + 1);
+  });
   // Confirm lane removal (hx-post buttons with data-confirm).
   document.addEventListener("htmx:confirm", function (e) {
     var q = e.target.getAttribute && e.target.getAttribute("data-confirm");
