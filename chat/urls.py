@@ -34,6 +34,9 @@ urlpatterns = [
     # Side-by-side comparison (chat.compare).
     path("compare/", compare_views.compare_index, name="compare_index"),
     path("compare/new/", compare_views.compare_new, name="compare_new"),
+    path("compare/leaderboard/", compare_views.leaderboard, name="compare_leaderboard"),
+    path("compare/<int:conversation_id>/blind/", compare_views.compare_blind, name="compare_blind"),
+    path("compare/<int:conversation_id>/vote/", compare_views.compare_vote, name="compare_vote"),
     path("compare/<int:conversation_id>/", compare_views.compare_page, name="compare"),
     path("compare/<int:conversation_id>/summary/", compare_views.compare_summary, name="compare_summary"),
     path("compare/<int:conversation_id>/lanes/<str:action>/", compare_views.lane_action, name="compare_lane_action"),

@@ -267,3 +267,58 @@ def test_repeat_runs_percentiles_match_stored_metrics_and_runs_are_browsable(ser
                          timeout=30_000)
     last = [r for r in chat_requests(server.sim_requests()) if r["body"]["messages"][-1]["content"] == "Next"]
     assert len(last) == 2 and all(len(r["body"]["messages"]) == 3 for r in last)
+
+
+def test_blind_vote_then_reveal_stores_the_right_lanes_and_ranks_them(server, page) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    cid = new_comparison(pg, server)
+    m1 = "sim-fast?ttft_ms=51&delay_ms=3&length=20&reasoning=0"
+    m2 = "sim-fast?ttft_ms=352&delay_ms=3&length=20&reasoning=0"
+    set_lane(pg, 0, m1)
+    set_lane(pg, 1, m2)
+    pg.locator(f"{lane(1)} input[name=model]").dispatch_event("change")
+    for _ in range(50):  # the lane forms autosave on change
+        if {r[0] for r in server.query("select model from chat_lane where conversation_id=?", (cid,))} == {m1, m2}:
+            break
+        pg.wait_for_timeout(100)
+    assert {r[0] for r in server.query("select model from chat_lane where conversation_id=?", (cid,))} == {m1, m2}
+    pg.click("#blind-toggle")
+    pg.wait_for_selector("#conn-state.ok")
+    assert pg.inner_text("#blind-toggle") == "Blind: on"
+    assert [pg.inner_text(f"{lane(i)} .lane-label") for i in (0, 1)] == ["A", "B"]
+    assert pg.locator("form.lane-form").count() == 0
+    send(pg, "Which is better?")
+    pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length === 2",
+                         timeout=20_000)
+    html = pg.content()
+    assert "ttft_ms=51" not in html and "ttft_ms=352" not in html  # nothing tells the lanes apart
+    pg.wait_for_selector("form.vote-box button.vote-lane[data-position='0']")
+    pg.reload()
+    pg.wait_for_selector("form.vote-box")
+    assert "ttft_ms=51" not in pg.content() and "ttft_ms=352" not in pg.content()
+    pg.click("form.vote-box button.vote-lane[data-position='0']")
+    pg.wait_for_selector(".vote-done")
+    assert "A" in pg.inner_text(".vote-done")
+    # Revealed: lane A shows its model, and the vote stored that lane's settings.
+    revealed_a = pg.inner_text(f"{lane(0)} .lane-model")
+    assert revealed_a in (m1, m2)
+    (choice, pos, lanes_json, prompt), = server.query("select choice, winner_position, lanes, prompt from chat_vote")
+    lanes = json.loads(lanes_json)
+    assert choice == "lane" and pos == 0 and prompt == "Which is better?"
+    assert [x["position"] for x in lanes] == [0, 1]
+    assert lanes[0]["settings"]["model"] == revealed_a
+    assert {x["settings"]["model"] for x in lanes} == {m1, m2}
+    assert all(x["answer"] and x["settings"]["endpoint_name"] == "Built-in simulator" for x in lanes)
+    stored = dict(server.query("select l.position, m.content from chat_message m join chat_lane l on m.lane_id=l.id "
+                               "where m.role='assistant'"))
+    assert lanes[0]["answer"] == stored[0] and lanes[1]["answer"] == stored[1]
+    # The leaderboard ranks the winner first: 1 win, 0 losses.
+    pg.goto(server.url + "/compare/leaderboard/")
+    first = pg.locator("table.board tbody tr").first
+    assert revealed_a in first.get_attribute("data-model")
+    assert first.locator("td[data-col=wins]").inner_text() == "1"
+    assert first.locator("td[data-col=losses]").inner_text() == "0"
+    assert first.locator("td[data-col=win_rate]").inner_text() == "100 %"
+    pg.screenshot(path=str(ROOT / "docs" / "leaderboard.png"))
+    assert cid

@@ -86,9 +86,12 @@ def _runs(data: dict[str, Any]) -> int:
     return runs
 
 
-def prepare_send(*, user: Any, conversation_id: int, data: dict[str, Any], live: frozenset[uuid.UUID]) -> tuple[list[TurnPlan], str, dict[int, NextTurnSettings]]:
-    """A ``send`` frame → the plans of every lane and run, the frame that shows them, and the
-    lanes' settings to store. Raises TurnRefused (nothing written)."""
+def prepare_send(
+    *, user: Any, conversation_id: int, data: dict[str, Any], live: frozenset[uuid.UUID]
+) -> tuple[list[TurnPlan], str, dict[int, NextTurnSettings], bool]:
+    """A ``send`` frame → the plans of every lane and run, the frame that shows them, the
+    lanes' settings to store, and whether the comparison is blind. Raises TurnRefused (nothing
+    written)."""
     try:
         turn_id = uuid.UUID(str(data.get("turn_id")))
     except ValueError:
@@ -104,18 +107,28 @@ def prepare_send(*, user: Any, conversation_id: int, data: dict[str, Any], live:
     conversation = cs.compare_get_for_user(user=user, conversation_id=conversation_id)
     lanes = cs.lanes_of(conversation=conversation)
     announce = display.turn_started(conversation, lanes, plans[0].user_message, [p.assistant for p in plans])
-    return plans, announce, settings
+    return plans, announce, (settings if not conversation.blind else {}), conversation.blind
 
 
-def prepare_retry(*, user: Any, conversation_id: int, data: dict[str, Any], live: frozenset[uuid.UUID]) -> tuple[TurnPlan, str]:
-    """A ``retry`` frame → the lane's new plan and the frame putting it where the old answer was."""
+def prepare_retry(
+    *, user: Any, conversation_id: int, data: dict[str, Any], live: frozenset[uuid.UUID]
+) -> tuple[TurnPlan, str, bool]:
+    """A ``retry`` frame → the lane's new plan, the frame putting it where the old answer was,
+    and whether the comparison is blind."""
     try:
         mid = uuid.UUID(str(data.get("message_id")))
     except ValueError:
         raise TurnRefused("No such answer.") from None
+    try:
+        conversation = cs.compare_get_for_user(user=user, conversation_id=conversation_id)
+    except Http404:
+        raise TurnRefused("No such comparison.") from None
     plan = cs.compare_plan_retry(user=user, conversation_id=conversation_id, message_id=mid,
-                                 settings=parse_lanes(user, data), live_ids=live)
-    return plan, frames.replace(plan.replaces_id, frames.MessageView.from_row(plan.assistant))
+                                 settings={} if conversation.blind else parse_lanes(user, data), live_ids=live)
+    view = frames.MessageView.from_row(plan.assistant)
+    if conversation.blind:
+        view.snapshot = {}
+    return plan, frames.replace(plan.replaces_id, view), conversation.blind
 
 
 def _lanes_frame(user: Any, conversation_id: int) -> tuple[str, list[uuid.UUID]]:
@@ -208,7 +221,7 @@ class CompareConsumer(ConversationConsumer):
             self.notice(BUSY)
             return
         try:
-            plans, announce, settings = await db.read(
+            plans, announce, settings, blind = await db.read(
                 prepare_send, user=self.user, conversation_id=self.conversation_id, data=data, live=registry.live_ids(),
             )
         except TurnRefused as refusal:
@@ -224,14 +237,14 @@ class CompareConsumer(ConversationConsumer):
             db.write_nowait(csv.lanes_save, conversation_id=self.conversation_id, settings=settings)
         self.queue.put_nowait(display_clear_notice())
         for i, plan in enumerate(plans):
-            self._start(plan, announce if i == 0 else "")
+            self._start(plan, announce if i == 0 else "", blind=blind)
 
     async def handle_compare_retry(self, data: dict[str, Any]) -> None:
         if not registry.admission.can_queue(self.user.pk):
             self.notice(BUSY)
             return
         try:
-            plan, announce = await db.read(
+            plan, announce, blind = await db.read(
                 prepare_retry, user=self.user, conversation_id=self.conversation_id, data=data, live=registry.live_ids(),
             )
         except TurnRefused as refusal:
@@ -240,9 +253,9 @@ class CompareConsumer(ConversationConsumer):
         if registry.lane_running(self.conversation_id, plan.lane_id):
             self.refuse(TurnRefused(selectors.BUSY))
             return
-        self._start(plan, announce)
+        self._start(plan, announce, blind=blind)
 
-    def _start(self, plan: TurnPlan, announce: str) -> None:
+    def _start(self, plan: TurnPlan, announce: str, *, blind: bool = False) -> None:
         """Start one lane's turn on the shared runner (its rows committed beside the request)."""
         a = plan.assistant
         spec = TurnSpec(
@@ -252,7 +265,8 @@ class CompareConsumer(ConversationConsumer):
             conversation_title=plan.title, turn_id=a.turn_id, lane_id=plan.lane_id, plan=plan,
             group=f"compare:{plan.conversation_id}", group_limit=max_running(),
         )
-        registry.start(spec, announce=announce, snapshot_meta=dict(a.settings_snapshot))
+        # Blind mode: the live answer shows no endpoint or model (the row keeps its snapshot).
+        registry.start(spec, announce=announce, snapshot_meta={} if blind else dict(a.settings_snapshot))
 
 
 def max_running() -> int:

@@ -47,14 +47,23 @@ def _view(m: Message | None, live: Any) -> frames.MessageView | None:
     return frames.MessageView.from_row(m)
 
 
-def lane_views(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, live: Any = None) -> list[LaneView]:
-    """Every lane with its (user message, shown answer view) pairs, in order."""
+def lane_views(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, live: Any = None,
+               hidden: bool | None = None) -> list[LaneView]:
+    """Every lane with its (user message, [answer views]) pairs, in order. ``hidden`` (blind
+    mode before the vote; computed when None): lanes are A, B, … and no answer shows its
+    endpoint or model."""
+    if hidden is None:
+        hidden = cs.settings_hidden(conversation=conversation, rows=rows)
     out = []
     for i, lane in enumerate(lanes):
-        lv = LaneView(lane, i, cs.lane_label(lane, i, blind=conversation.blind), conversation.blind)
+        lv = LaneView(lane, i, cs.lane_label(lane, i, blind=hidden), hidden)
         for u in rows.users:
             answers = sorted(rows.runs.get((u.pk, lane.pk), []), key=lambda m: m.run)
-            lv.items.append((u, [v for v in (_view(m, live) for m in answers) if v is not None]))
+            views = [v for v in (_view(m, live) for m in answers) if v is not None]
+            if hidden:
+                for v in views:
+                    v.snapshot = {}
+            lv.items.append((u, views))
         out.append(lv)
     return out
 
@@ -98,7 +107,8 @@ def fmt(key: str, v: float | None) -> str:
     return f"{v:.0f}"
 
 
-def turn_table(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg: Message | None) -> dict[str, Any]:
+def turn_table(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg: Message | None,
+               hidden: bool = False) -> dict[str, Any]:
     """The table of one turn: one row per lane with the shown answer's figures (or, with
     repeat runs, the median of each column over the finished runs, plus p90 and min–max of
     TTFT, tok/s and total, and the cost sum), the best cell of each ranked column marked."""
@@ -121,8 +131,8 @@ def turn_table(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, use
             values = _figures(shown) if shown is not None else {k: None for k, *_ in COLUMNS}
             stats = {}
         out_rows.append({
-            "lane": lane, "index": i, "label": cs.lane_label(lane, i, blind=conversation.blind),
-            "model": "" if conversation.blind else lane.model,
+            "lane": lane, "index": i, "label": cs.lane_label(lane, i, blind=hidden),
+            "model": "" if hidden else (shown.settings_snapshot or {}).get("model", lane.model) if shown else lane.model,
             "status": shown.status if shown is not None else "",
             "finish": (shown.finish_reason if shown is not None else "") or "—",
             "values": values, "stats": stats, "runs": len(all_runs), "done": len(runs),
@@ -156,7 +166,8 @@ def _nice(v: float) -> float:
     return 10 * e
 
 
-def chart(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg: Message | None) -> dict[str, Any]:
+def chart(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg: Message | None,
+          hidden: bool = False) -> dict[str, Any]:
     """Geometry of the cumulative completion tokens vs ms since send chart: one polyline per
     lane from its shown answer's ``metrics.timings`` (a step from 0 at TTFT), axes with 5 ticks.
     ``{"w", "h", "lines": [{"label", "cls", "points": [(x, y)…], "end": (x, y)}], "xticks",
@@ -178,7 +189,7 @@ def chart(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg
         if not pts:
             continue
         path = [xy(pts[0][0], 0.0)] + [xy(a, b) for a, b in pts]
-        lines.append({"label": cs.lane_label(lane, i, blind=conversation.blind), "cls": f"lane-c{i}",
+        lines.append({"label": cs.lane_label(lane, i, blind=hidden), "cls": f"lane-c{i}",
                       "points": path, "end": path[-1]})
     xticks = [{"x": xy(max_x * t / 4, 0)[0], "label": fmt("x_ms", max_x * t / 4)} for t in range(5)]
     yticks = [{"y": xy(0, max_y * t / 4)[1], "label": f"{max_y * t / 4:g}"} for t in range(5)]
@@ -192,30 +203,47 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
     user_msg = rows.users[-1] if rows.users else None
     if turn:
         user_msg = next((u for u in rows.users if str(u.pk) == str(turn)), user_msg)
+    votes = cs.votes_by_turn(conversation=conversation) if conversation.blind else {}
+    hidden = cs.settings_hidden(conversation=conversation, rows=rows, votes=votes)
+    vote = votes.get(user_msg.turn_id) if user_msg is not None else None
+    finished = user_msg is not None and all(
+        (a := rows.shown.get((user_msg.pk, lane.pk))) is not None and a.status != "streaming" for lane in lanes)
     return {
-        "conversation": conversation, "turn": user_msg, "table": turn_table(conversation, lanes, rows, user_msg),
-        "chart": chart(conversation, lanes, rows, user_msg),
+        "conversation": conversation, "turn": user_msg, "hidden": hidden, "vote": vote,
+        "can_vote": conversation.blind and user_msg is not None and vote is None and finished
+        and user_msg is rows.users[-1],
+        "vote_choices": [(i, cs.lane_label(lane, i, blind=True)) for i, lane in enumerate(lanes)],
+        "vote_winner": (cs.lane_label(lanes[vote.winner_position], vote.winner_position, blind=True)
+                        if vote is not None and vote.winner_position is not None
+                        and vote.winner_position < len(lanes) else ""),
+        "table": turn_table(conversation, lanes, rows, user_msg, hidden),
+        "chart": chart(conversation, lanes, rows, user_msg, hidden),
         "turn_number": (rows.users.index(user_msg) + 1) if user_msg is not None else 0, "turn_count": len(rows.users),
     }
 
 
 def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, endpoints: list[Any], live: Any, *, oob: bool = False) -> str:
     """The ``#lanes`` region (every lane: its settings and its answers)."""
+    hidden = cs.settings_hidden(conversation=conversation, rows=rows)
     return render_to_string("compare/page.html#lanes", {
-        "conversation": conversation, "lane_views": lane_views(conversation, lanes, rows, live),
+        "conversation": conversation, "lane_views": lane_views(conversation, lanes, rows, live, hidden),
         "endpoints": endpoints, "lanes_oob": oob, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES,
     })
 
 
 def turn_started(conversation: Conversation, lanes: list[Lane], user_msg: Message | None, answers: list[Message]) -> str:
-    """Append, in each lane's column, the user message and that lane's answer skeleton."""
+    """Append, in each lane's column, the user message and that lane's answer skeletons (in
+    blind mode without their endpoint and model)."""
     parts = []
     for lane in lanes:
         mine = sorted((a for a in answers if a.lane_id == lane.pk), key=lambda a: a.run)
         if not mine:
             continue
-        inner = render_to_string("compare/page.html#item", {
-            "u": user_msg, "runs": [frames.MessageView.from_row(a) for a in mine]})
+        views = [frames.MessageView.from_row(a) for a in mine]
+        if conversation.blind:
+            for v in views:
+                v.snapshot = {}
+        inner = render_to_string("compare/page.html#item", {"u": user_msg, "runs": views})
         parts.append(format_html('<div hx-swap-oob="beforeend:#lt-{}">{}</div>', lane.pk, SafeString(inner)))
     return "".join(parts)

@@ -265,6 +265,31 @@ def compare_plan_retry(
                           title=conversation.title, title_changed=False, replaces_id=old.pk)
 
 
+def votes_by_turn(*, conversation: Conversation) -> dict[Any, Any]:
+    """The comparison's votes by user message turn id."""
+    from chat.models import Vote
+
+    return {v.turn_id: v for v in Vote.objects.filter(conversation=conversation)}
+
+
+def settings_hidden(*, conversation: Conversation, rows: Rows, votes: dict[Any, Any] | None = None) -> bool:
+    """Blind mode hides endpoints, models and settings until the user voted on the last turn
+    (a new prompt hides them again)."""
+    if not conversation.blind:
+        return False
+    if not rows.users:
+        return True
+    votes = votes_by_turn(conversation=conversation) if votes is None else votes
+    return rows.users[-1].turn_id not in votes
+
+
+def vote_list_for_user(*, user: AbstractBaseUser) -> QuerySet[Any]:
+    """Every vote of the user (a team's, once teams exist), oldest first."""
+    from chat.models import Vote
+
+    return Vote.objects.filter(owner=user).order_by("created_at", "id")
+
+
 def message_in_compare(*, user: AbstractBaseUser, conversation_id: int, message_id: Any) -> Message | None:
     """An answer of the user's comparison, or None."""
     try:

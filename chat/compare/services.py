@@ -123,6 +123,23 @@ def lanes_save(*, conversation_id: int, settings: dict[int, NextTurnSettings]) -
         )
 
 
+def compare_set_blind(*, conversation: Conversation, blind: bool) -> None:
+    """Switch blind mode. Switching it on shuffles the lanes' order (a random permutation from
+    ``secrets``), so the user cannot tell which lane A, B, … is until they vote."""
+    import secrets
+
+    with transaction.atomic():
+        if blind and not conversation.blind:
+            lanes = list(Lane.objects.select_for_update().filter(conversation=conversation).order_by("position"))
+            shuffled = lanes[:]
+            for i in range(len(shuffled) - 1, 0, -1):  # Fisher–Yates with a CSPRNG
+                j = secrets.randbelow(i + 1)
+                shuffled[i], shuffled[j] = shuffled[j], shuffled[i]
+            _renumber(conversation, shuffled)
+        Conversation.objects.filter(pk=conversation.pk).update(blind=blind)
+    conversation.blind = blind
+
+
 def vote_create(
     *, user: AbstractBaseUser, conversation: Conversation, user_message: Message, choice: str,
     winner_position: int | None, lanes: list[dict[str, Any]],

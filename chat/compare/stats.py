@@ -38,9 +38,9 @@ def spread(values: Iterable[float | None]) -> dict[str, float | None]:
 @dataclass(frozen=True)
 class Rating:
     """A model's Bradley–Terry rating: ``score`` on the Elo-like scale (400·log10 strength,
-    centred so the mean is 1000), its 95 % interval ``low``–``high`` (± 1.96 standard errors
-    from the Fisher information; None when unbounded, e.g. a model that never lost), and
-    ``wins``, ``losses``, ``ties``, ``games``."""
+    centred so the geometric mean strength is 1000), its 95 % interval ``low``–``high``
+    (± 1.96 standard errors from the observed information; the prior keeps it finite, also for
+    a model that never lost), and ``wins``, ``losses``, ``ties``, ``games``."""
 
     key: str
     score: float

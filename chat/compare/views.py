@@ -219,3 +219,97 @@ def compare_export_json(request: HttpRequest, conversation_id: int) -> HttpRespo
     response = JsonResponse(data, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="comparison-{conversation.pk}.json"'
     return response
+
+
+@require_POST
+def compare_blind(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Blind mode on (lanes shuffled, shown as A, B, … until the vote) or off (``blind``)."""
+    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    csv_services.compare_set_blind(conversation=conversation, blind=request.POST.get("blind") == "on")
+    return redirect("chat:compare", conversation_id=conversation.pk)
+
+
+@require_POST
+def compare_vote(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """A blind vote on the last turn: ``choice`` = ``lane:<position>``, ``tie`` or ``both_bad``. Stored with the prompt, the answers and every lane's settings snapshot; the
+    page then shows who was who. 400 when the turn is not finished or the choice is unknown."""
+    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    if not conversation.blind:
+        return HttpResponse("This comparison is not blind.", status=400)
+    lanes = cs.lanes_of(conversation=conversation)
+    rows = cs.compare_rows(conversation=conversation)
+    if not rows.users:
+        return HttpResponse("Nothing to vote on yet.", status=400)
+    u = rows.users[-1]
+    answers = [rows.shown.get((u.pk, lane.pk)) for lane in lanes]
+    if any(a is None or a.status == "streaming" for a in answers):
+        return HttpResponse("Wait until every lane has answered.", status=400)
+    choice = request.POST.get("choice", "")
+    position = None
+    if choice.startswith("lane:"):
+        choice, _, at = choice.partition(":")
+        try:
+            position = int(at)
+        except ValueError:
+            return HttpResponse("Pick a lane.", status=400)
+        if not 0 <= position < len(lanes):
+            return HttpResponse("Pick a lane.", status=400)
+    elif choice not in ("tie", "both_bad"):
+        return HttpResponse("Unknown choice.", status=400)
+    snapshot = [{
+        "lane_id": lane.pk, "position": i, "label": cs.lane_label(lane, i, blind=True),
+        "message_id": str(a.pk), "settings": a.settings_snapshot, "answer": a.content, "status": a.status,
+        "metrics": {k: (a.metrics or {}).get(k) for k in ("ttft_ms", "tokens_per_sec", "total_ms", "cost_usd")},
+        "usage": a.usage,
+    } for i, (lane, a) in enumerate(zip(lanes, answers, strict=True)) if a is not None]
+    csv_services.vote_create(user=request.user, conversation=conversation, user_message=u, choice=choice,
+                             winner_position=position, lanes=snapshot)
+    return redirect("chat:compare", conversation_id=conversation.pk)
+
+
+def model_key(settings_snapshot: dict[str, Any]) -> str:
+    """What the leaderboard ranks: endpoint name · model id."""
+    return f"{settings_snapshot.get('endpoint_name', '?')} · {settings_snapshot.get('model', '?')}"
+
+
+def leaderboard_rows(votes: list[Any]) -> list[dict[str, Any]]:
+    """Rows of the leaderboard from votes: a lane win beats every other lane of that vote; a
+    tie or "both bad" is a tie between every pair. Per model: Bradley–Terry rating with its
+    95 % interval, wins, losses, ties, win rate, votes, median TTFT and tokens per second."""
+    from chat.compare.stats import bradley_terry, percentile
+
+    games: list[tuple[str, str, float]] = []
+    seen: dict[str, dict[str, list[float]]] = {}
+    counts: dict[str, int] = {}
+    for v in votes:
+        lanes = v.lanes or []
+        keys = [model_key(x.get("settings") or {}) for x in lanes]
+        for key, x in zip(keys, lanes, strict=True):
+            counts[key] = counts.get(key, 0) + 1
+            m = x.get("metrics") or {}
+            d = seen.setdefault(key, {"ttft": [], "tps": []})
+            if m.get("ttft_ms") is not None:
+                d["ttft"].append(m["ttft_ms"])
+            if m.get("tokens_per_sec") is not None:
+                d["tps"].append(m["tokens_per_sec"])
+        if v.choice == "lane" and v.winner_position is not None:
+            win = next((k for k, x in zip(keys, lanes, strict=True) if x.get("position") == v.winner_position), None)
+            if win is None:
+                continue
+            games += [(win, k, 1.0) for k, x in zip(keys, lanes, strict=True)
+                      if x.get("position") != v.winner_position and k != win]
+        else:
+            games += [(a, b, 0.5) for i, a in enumerate(keys) for b in keys[i + 1:] if a != b]
+    out = []
+    for r in bradley_terry(games):
+        d = seen.get(r.key, {"ttft": [], "tps": []})
+        out.append({"key": r.key, "rating": r, "votes": counts.get(r.key, 0),
+                    "ttft": percentile(d["ttft"], 50), "tps": percentile(d["tps"], 50)})
+    return out
+
+
+@require_safe
+def leaderboard(request: HttpRequest) -> HttpResponse:
+    """The user's models (endpoint + model) ranked by their blind votes."""
+    votes = list(cs.vote_list_for_user(user=request.user))
+    return render(request, "compare/leaderboard.html", {"rows": leaderboard_rows(votes), "vote_count": len(votes)})
