@@ -231,3 +231,51 @@ async def test_owner_socket_fans_out_and_lanes_finish(alice, fresh_sim) -> None:
     assert len(reqs) == 2
     systems = sorted(str(r["body"]["messages"][0]) for r in reqs)
     assert any("Be brief." in s for s in systems)
+
+
+@pytest.mark.django_db
+def test_continue_lane_as_chat_exports_and_open_chat_in_compare(alice) -> None:  # noqa: ANN001
+    import csv as csvmod
+    import io
+    import json
+
+    user, endpoint, comparison = alice
+    la, lb = cs.lanes_of(conversation=comparison)
+    for q in ("Q1", "Q2"):
+        for p in cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content=q,
+                                      settings={}):
+            services.turn_commit(plan=p)
+        for m in Message.objects.filter(role="assistant", status="streaming"):
+            m.status, m.content, m.metrics = "complete", f"{q} by lane {m.lane_id}", {"ttft_ms": 12.0}
+            m.save()
+    c = Client()
+    c.force_login(user)
+    r = c.post(f"/compare/{comparison.pk}/lane/{lb.pk}/continue/")
+    assert r.status_code == 302
+    chat_id = int(r["Location"].rstrip("/").split("/")[-1])
+    from chat.models import Conversation
+    from chat.selectors import conversation_thread
+
+    chat = Conversation.objects.get(pk=chat_id)
+    assert chat.kind == "chat" and chat.system_prompt == "Be brief." and chat.params == {"temperature": 0.5}
+    assert [(m.role, m.content) for m in conversation_thread(conversation=chat)] == [
+        ("user", "Q1"), ("assistant", f"Q1 by lane {lb.pk}"), ("user", "Q2"), ("assistant", f"Q2 by lane {lb.pk}")]
+    # exports
+    body = c.get(f"/compare/{comparison.pk}/export.csv").content.decode()
+    table = list(csvmod.reader(io.StringIO(body)))
+    assert table[0][:5] == ["turn", "prompt", "lane", "label", "run"]
+    assert len(table) == 1 + 4 and {r[1] for r in table[1:]} == {"Q1", "Q2"}
+    data = json.loads(c.get(f"/compare/{comparison.pk}/export.json").content)
+    assert len(data["lanes"]) == 2 and data["lanes"][1]["system_prompt"] == "Be brief."
+    assert [len(t["answers"]) for t in data["turns"]] == [2, 2]
+    assert "base_url" not in json.dumps(data)
+    # A chat opened in compare: its settings are the first lane.
+    r = c.post("/compare/new/", {"from_conversation": chat.pk})
+    new = cs.compare_get_for_user(user=user, conversation_id=int(r["Location"].rstrip("/").split("/")[-1]))
+    first = cs.lanes_of(conversation=new)[0]
+    assert (first.model, first.system_prompt, first.params) == (chat.model, "Be brief.", {"temperature": 0.5})
+    # The chat sidebar lists chats only; the compare list searches comparisons.
+    assert comparison.pk not in [x.pk for x in services.selectors.conversation_list_for_user(user=user)]
+    Conversation.objects.filter(pk=comparison.pk).update(title="Speed test")
+    assert "Speed test" in c.get("/compare/list/?q=speed").content.decode()
+    assert "Speed test" not in c.get("/compare/list/?q=nothing").content.decode()

@@ -123,6 +123,51 @@ def lanes_save(*, conversation_id: int, settings: dict[int, NextTurnSettings]) -
         )
 
 
+def lane_continue_as_chat(*, conversation: Conversation, lane_id: Any) -> Conversation:
+    """A new plain chat with the lane's settings and its history copied (every user message
+    and the lane's shown answer to it; answers still streaming or without text are left out),
+    one INSERT for the messages. Raises LaneRefused for a lane not in the comparison."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.compare.selectors import compare_rows
+
+    lane = _lane(conversation, lane_id)
+    rows = compare_rows(conversation=conversation)
+    now = timezone.now()
+    with transaction.atomic():
+        chat = Conversation.objects.create(
+            owner=conversation.owner, kind="chat", title=(conversation.title or "Comparison")[:180] + " (lane)",
+            endpoint_id=lane.endpoint_id, model=lane.model, system_prompt=lane.system_prompt, params=lane.params,
+        )
+        chat_lane = Lane.objects.create(conversation=chat, position=0, endpoint_id=lane.endpoint_id, model=lane.model)
+        copies: list[Message] = []
+        parent = None
+        n = 0
+        for u in rows.users:
+            n += 1
+            cu = Message(conversation=chat, role="user", content=u.content, parent_id=parent, created_at=now + timedelta(microseconds=n))
+            copies.append(cu)
+            parent = cu.id
+            a = rows.shown.get((u.pk, lane.pk))
+            if a is None or a.status == MessageStatus.STREAMING or not (a.content or a.reasoning):
+                continue
+            n += 1
+            ca = Message(
+                conversation=chat, lane=chat_lane, role="assistant", parent_id=parent, content=a.content,
+                reasoning=a.reasoning, status=a.status, finish_reason=a.finish_reason, usage=a.usage,
+                metrics=a.metrics, error=a.error, settings_snapshot=a.settings_snapshot,
+                created_at=now + timedelta(microseconds=n),
+            )
+            copies.append(ca)
+            parent = ca.id
+        Message.objects.bulk_create(copies)
+        if copies:
+            Conversation.objects.filter(pk=chat.pk).update(current_leaf_id=copies[-1].id)
+    return chat
+
+
 def compare_set_blind(*, conversation: Conversation, blind: bool) -> None:
     """Switch blind mode. Switching it on shuffles the lanes' order (a random permutation from
     ``secrets``), so the user cannot tell which lane A, B, … is until they vote."""

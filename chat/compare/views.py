@@ -72,7 +72,7 @@ def compare_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
         "endpoints": endpoints, "models": models, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES, "max_runs": cs.MAX_RUNS, "turn_id": forms.new_turn_id(),
         "comparisons": cs.compare_list_for_user(user=request.user).exclude(title="")[:100],
-        "ws_max_bytes": settings.PLAYGROUND_WS_MAX_MESSAGE_BYTES,
+        "current_id": conversation.pk, "ws_max_bytes": settings.PLAYGROUND_WS_MAX_MESSAGE_BYTES,
         **display.summary_context(conversation, lanes, rows),
     })
 
@@ -110,6 +110,28 @@ def lane_action(request: HttpRequest, conversation_id: int, action: str) -> Http
         response["HX-Trigger"] = json.dumps({"pg:notice": str(exc)})
         return response
     return _lanes_response(request, conversation)
+
+
+@require_POST
+def lane_continue(request: HttpRequest, conversation_id: int, lane_id: int) -> HttpResponse:
+    """Continue a lane as a normal conversation (its settings and history copied)."""
+    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    try:
+        chat = csv_services.lane_continue_as_chat(conversation=conversation, lane_id=lane_id)
+    except csv_services.LaneRefused as exc:
+        raise Http404("No such lane") from exc
+    return redirect("chat:conversation", conversation_id=chat.pk)
+
+
+@require_safe
+def compare_list(request: HttpRequest) -> HttpResponse:
+    """The sidebar's list of comparisons (``?q=`` searches titles; ``current`` is marked)."""
+    q = request.GET.get("q", "").strip()[:200]
+    current = request.GET.get("current", "")
+    return render(request, "compare/page.html#compare-list", {
+        "comparisons": cs.compare_list_for_user(user=request.user, query=q).exclude(title="")[:100],
+        "current_id": int(current) if current.isdigit() else None,
+    })
 
 
 @require_POST
