@@ -108,6 +108,18 @@ def test_three_lanes_fastest_marked_failing_lane_retries_alone(server, page) -> 
     pg.wait_for_selector("#conn-state.ok")
     assert pg.locator(".msg-assistant.status-complete").count() == 3
     assert pg.url.endswith(f"/compare/{cid}/")
+    pg.wait_for_selector("svg.speed-chart polyline.series")
+    height = pg.evaluate("() => document.documentElement.scrollHeight")
+    pg.set_viewport_size({"width": 1400, "height": min(2400, height + 40)})
+    pg.screenshot(path=str(ROOT / "docs" / "compare.png"))
+    # Narrow screens: the lanes wrap into rows; a phone: one column.
+    pg.set_viewport_size({"width": 880, "height": 900})
+    boxes = [pg.locator(lane(i)).bounding_box() for i in range(3)]
+    assert boxes[0]["y"] == boxes[1]["y"] and boxes[2]["y"] > boxes[0]["y"] + boxes[0]["height"] - 1
+    pg.set_viewport_size({"width": 390, "height": 800})
+    boxes = [pg.locator(lane(i)).bounding_box() for i in range(3)]
+    assert boxes[0]["x"] == boxes[1]["x"] == boxes[2]["x"] and boxes[0]["y"] < boxes[1]["y"] < boxes[2]["y"]
+    assert boxes[0]["width"] <= 390
 
 
 def test_same_model_two_temperatures_no_cross_talk_and_reload_mid_stream(server, page) -> None:  # noqa: ANN001

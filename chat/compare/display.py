@@ -20,7 +20,7 @@ from chat.compare import selectors as cs
 from chat.compare.stats import spread
 from chat.models import Conversation, Lane, Message
 
-CHART_W, CHART_H, PAD_L, PAD_B, PAD_T, PAD_R = 640, 260, 52, 34, 12, 16
+CHART_W, CHART_H, PAD_L, PAD_B, PAD_T, PAD_R = 640, 260, 52, 34, 12, 34
 
 
 @dataclass
