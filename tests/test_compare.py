@@ -279,3 +279,21 @@ def test_continue_lane_as_chat_exports_and_open_chat_in_compare(alice) -> None: 
     Conversation.objects.filter(pk=comparison.pk).update(title="Speed test")
     assert "Speed test" in c.get("/compare/list/?q=speed").content.decode()
     assert "Speed test" not in c.get("/compare/list/?q=nothing").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_lane_cannot_use_another_users_endpoint(alice, bob, fresh_sim) -> None:  # noqa: ANN001
+    user, endpoint, comparison = alice
+    theirs = services.endpoint_create(user=bob, name="bob's", base_url=fresh_sim.base_url)
+    la = cs.lanes_of(conversation=comparison)[0]
+    with pytest.raises(TurnRefused):
+        cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content="Hi",
+                             settings={la.pk: NextTurnSettings(theirs.pk, FAST, "", {})})
+    with pytest.raises(TurnRefused):  # bob cannot plan on alice's comparison
+        cs.compare_plan_send(user=bob, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content="Hi", settings={})
+    c = Client()
+    c.force_login(user)
+    r = c.post(f"/compare/{comparison.pk}/lane/{la.pk}/", {"endpoint_id": theirs.pk, "model": "x"})
+    assert r.status_code == 400
+    assert Lane.objects.get(pk=la.pk).endpoint_id == endpoint.pk
+    assert chat_requests(fresh_sim.requests()) == []
