@@ -297,3 +297,18 @@ def test_a_lane_cannot_use_another_users_endpoint(alice, bob, fresh_sim) -> None
     assert r.status_code == 400
     assert Lane.objects.get(pk=la.pk).endpoint_id == endpoint.pk
     assert chat_requests(fresh_sim.requests()) == []
+
+
+def test_bench_compare_summary_figures() -> None:
+    from bench.stats import compare_summary
+
+    raw = {"expected": 4, "answers": [
+        {"lane": 1, "run": 0, "first_ms": 120.0, "status": "complete"},
+        {"lane": 1, "run": 1, "first_ms": 900.0, "status": "complete"},
+        {"lane": 2, "run": 0, "first_ms": 300.0, "status": "complete"},
+        {"lane": 2, "run": 1, "first_ms": 1500.0, "status": "complete"},
+    ]}
+    f = compare_summary(raw)["figures"]
+    assert f == {"compare_last_lane_first_token_ms": 300.0, "compare_last_first_token_ms": 1500.0}
+    raw["answers"][3]["first_ms"] = None
+    assert compare_summary(raw)["figures"]["compare_last_first_token_ms"] is None

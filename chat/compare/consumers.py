@@ -236,8 +236,10 @@ class CompareConsumer(ConversationConsumer):
         if settings:
             db.write_nowait(csv.lanes_save, conversation_id=self.conversation_id, settings=settings)
         self.queue.put_nowait(display_clear_notice())
-        for i, plan in enumerate(plans):
-            self._start(plan, announce if i == 0 else "", blind=blind)
+        # Every lane's first answer before any repeat run (admission is FIFO): each lane starts
+        # at once, the runs queue behind. The first plan holds the user message: it goes first.
+        for n, i in enumerate(sorted(range(len(plans)), key=lambda i: (plans[i].assistant.run, i))):
+            self._start(plans[i], announce if n == 0 else "", blind=blind)
 
     async def handle_compare_retry(self, data: dict[str, Any]) -> None:
         if not registry.admission.can_queue(self.user.pk):
