@@ -312,3 +312,26 @@ def test_bench_compare_summary_figures() -> None:
     assert f == {"compare_last_lane_first_token_ms": 300.0, "compare_last_first_token_ms": 1500.0}
     raw["answers"][3]["first_ms"] = None
     assert compare_summary(raw)["figures"]["compare_last_first_token_ms"] is None
+
+
+@pytest.mark.django_db
+def test_a_lane_without_model_is_named_in_the_refusal_and_summary_browses_turns(alice) -> None:  # noqa: ANN001
+    user, endpoint, comparison = alice
+    la, lb = cs.lanes_of(conversation=comparison)
+    with pytest.raises(TurnRefused, match="Lane B"):
+        cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content="Hi",
+                             settings={lb.pk: NextTurnSettings(endpoint.pk, " ", "", {})})
+    ids = []
+    for q in ("Q1", "Q2"):
+        plans = cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content=q,
+                                     settings={})
+        for p in plans:
+            services.turn_commit(plan=p)
+        ids.append(plans[0].user_message.pk)
+        Message.objects.filter(status="streaming").update(status="complete", content="x")
+    c = Client()
+    c.force_login(user)
+    page = c.get(f"/compare/{comparison.pk}/summary/").content.decode()
+    assert "Turn 2 of 2" in page and f"?turn={ids[0]}" in page
+    page = c.get(f"/compare/{comparison.pk}/summary/?turn={ids[0]}").content.decode()
+    assert "Turn 1 of 2" in page and f"?turn={ids[1]}" in page

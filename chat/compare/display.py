@@ -197,6 +197,13 @@ def chart(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg
             "x0": PAD_L, "y0": PAD_T + ih, "x1": PAD_L + iw, "y1": PAD_T}
 
 
+def _neighbour(users: list[Message], u: Message | None, step: int) -> Message | None:
+    if u is None:
+        return None
+    i = users.index(u) + step
+    return users[i] if 0 <= i < len(users) else None
+
+
 def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, turn: Any = None) -> dict[str, Any]:
     """Context of ``compare/summary.html``: the chosen turn (a user message id; default the
     last) with its table and chart."""
@@ -219,6 +226,7 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
         "table": turn_table(conversation, lanes, rows, user_msg, hidden),
         "chart": chart(conversation, lanes, rows, user_msg, hidden),
         "turn_number": (rows.users.index(user_msg) + 1) if user_msg is not None else 0, "turn_count": len(rows.users),
+        "prev_turn": _neighbour(rows.users, user_msg, -1), "next_turn": _neighbour(rows.users, user_msg, 1),
     }
 
 

@@ -213,10 +213,14 @@ def compare_plan_send(
         fields["title"] = title
     plans: list[TurnPlan] = []
     n = 0
-    for lane in lanes:
+    for i, lane in enumerate(lanes):
         s = settings.get(lane.pk) or lane_settings(lane)
-        endpoint = _lane_endpoint(user, s)
-        _check_settings(endpoint, s)
+        try:
+            endpoint = _lane_endpoint(user, s)
+            _check_settings(endpoint, s)
+        except TurnRefused as exc:
+            label = lane_label(lane, i, blind=conversation.blind)
+            raise TurnRefused(f"{label}: {exc.message}") from exc
         messages = lane_history(rows, lane.pk) + (ChatMessage("user", content),)
         for run in range(runs):
             n += 1
