@@ -244,6 +244,9 @@ def test_repeat_runs_percentiles_match_stored_metrics_and_runs_are_browsable(ser
     set_lane(pg, 1, "sim-fast?ttft_ms=250&delay_ms=15&length=40&reasoning=0")
     pg.fill("#cmp-runs", "5")
     send(pg, "Five times")
+    # More answers than a comparison runs at once (6): the rest wait, their queue positions shown.
+    pg.wait_for_function("() => [...document.querySelectorAll('.run-state')].some(e => /queued \\(position \\d/.test(e.textContent))",
+                         timeout=10_000)
     pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length === 10",
                          timeout=60_000)
     pg.wait_for_selector("#compare-summary table.runs-table")
@@ -268,6 +271,7 @@ def test_repeat_runs_percentiles_match_stored_metrics_and_runs_are_browsable(ser
     # Every answer is browsable 1/N; only the first is shown at a time.
     pager = f"{lane(0)} .run-pager"
     assert pg.inner_text(f"{pager} .run-pos") == "1"
+    assert pg.inner_text(f"{pager} .run-state") == "· 5/5 done"
     pg.click(f"{pager} .run-next")
     assert pg.inner_text(f"{pager} .run-pos") == "2"
     assert pg.locator(f"{lane(0)} .run-slot[data-run='2']").is_visible()

@@ -79,6 +79,24 @@
     var n = document.getElementById("notice");
     if (n) { n.textContent = "Lane not saved: " + (e.detail.xhr.responseText || "").slice(0, 300); n.className = "notice notice-error"; }
   });
+  // Each pager says how many runs finished, and which wait for a slot (their queue positions).
+  function runStates() {
+    document.querySelectorAll(".run-pager").forEach(function (pager) {
+      var slots = pager.nextElementSibling.querySelectorAll(":scope > .run-slot"), done = 0, queued = [];
+      slots.forEach(function (s) {
+        var m = s.querySelector(".msg-assistant");
+        if (!m || !m.classList.contains("status-streaming")) { done++; return; }
+        var q = s.querySelector(".queue-pos"), pos = q && /position (\d+)/.exec(q.textContent);
+        if (pos) queued.push(+pos[1]);
+      });
+      queued.sort(function (a, b) { return a - b; });
+      var out = "· " + done + "/" + slots.length + " done";
+      if (queued.length) out += ", " + queued.length + " queued (position " + queued[0] + (queued.length > 1 ? "–" + queued[queued.length - 1] : "") + ")";
+      pager.querySelector(".run-state").textContent = out;
+    });
+  }
+  document.addEventListener("htmx:wsAfterMessage", runStates);
+  document.addEventListener("DOMContentLoaded", runStates);
   // Browse the repeat runs of a lane's answer (1/N).
   document.addEventListener("click", function (e) {
     var b = e.target.closest && e.target.closest(".run-prev, .run-next");
