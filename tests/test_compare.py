@@ -335,3 +335,14 @@ def test_a_lane_without_model_is_named_in_the_refusal_and_summary_browses_turns(
     assert "Turn 2 of 2" in page and f"?turn={ids[0]}" in page
     page = c.get(f"/compare/{comparison.pk}/summary/?turn={ids[0]}").content.decode()
     assert "Turn 1 of 2" in page and f"?turn={ids[1]}" in page
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_chat_socket_refuses_a_comparison(alice, fresh_sim) -> None:  # noqa: ANN001
+    user, endpoint, comparison = alice
+    comm = WebsocketCommunicator(app_for(user), f"/ws/c/{comparison.pk}/")
+    connected, _ = await comm.connect()
+    assert connected
+    out = await comm.receive_output(timeout=5)
+    assert out["type"] == "websocket.close" and out["code"] == 4404
+    await comm.disconnect()
