@@ -346,3 +346,17 @@ async def test_the_chat_socket_refuses_a_comparison(alice, fresh_sim) -> None:  
     out = await comm.receive_output(timeout=5)
     assert out["type"] == "websocket.close" and out["code"] == 4404
     await comm.disconnect()
+
+
+@pytest.mark.django_db
+def test_owner_renames_and_deletes_a_comparison(alice) -> None:  # noqa: ANN001
+    user, endpoint, comparison = alice
+    c = Client()
+    c.force_login(user)
+    assert c.post(f"/compare/{comparison.pk}/rename/", {"title": "Speed of three"}).status_code == 302
+    assert "Speed of three" in c.get(f"/compare/{comparison.pk}/").content.decode()
+    assert c.post(f"/compare/{comparison.pk}/delete/").status_code == 302
+    assert c.get(f"/compare/{comparison.pk}/").status_code == 404
+    assert Lane.objects.filter(conversation_id=comparison.pk).count() == 0
+    r = c.get("/compare/")  # no comparison left: the start page
+    assert r.status_code == 200 and b"start-compare" in r.content

@@ -175,10 +175,12 @@ def compare_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 @require_POST
 def compare_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Delete the comparison (as a chat is deleted: an answer still running ends with nothing
+    left to write)."""
+    from chat import services
+
     conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
-    for m in conversation.messages.filter(role="assistant", status="streaming").only("id"):
-        registry.stop(m.id)
-    conversation.delete()
+    services.conversation_delete(conversation=conversation)
     return redirect("chat:compare_index")
 
 
