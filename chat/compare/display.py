@@ -25,6 +25,9 @@ CHART_W, CHART_H, PAD_L, PAD_B, PAD_T, PAD_R = 640, 260, 52, 34, 12, 34
 
 @dataclass
 class LaneView:
+    """One lane as the page shows it: its row, position, label (A, B, … when ``blind``) and
+    its answers per user message."""
+
     lane: Lane
     index: int
     label: str

@@ -27,8 +27,6 @@ from chat.compare import selectors as cs
 from chat.compare import services as csv_services
 from chat.turns import registry
 
-SIM_MODELS_HINT = "sim-fast"
-
 
 def _lanes_response(request: HttpRequest, conversation: Any) -> HttpResponse:
     lanes = cs.lanes_of(conversation=conversation)
@@ -62,6 +60,8 @@ def compare_new(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def compare_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The compare page: lanes with their answers (live ones from the runner), the composer,
+    the turn table and the chart."""
     conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
     lanes = cs.lanes_of(conversation=conversation)
     rows = cs.compare_rows(conversation=conversation)
@@ -161,6 +161,7 @@ def lane_save(request: HttpRequest, conversation_id: int, lane_id: int) -> HttpR
 
 @require_POST
 def compare_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Rename the comparison (POST ``title``, ≤ 200 characters, not empty)."""
     conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
     form = forms.RenameForm(request.POST)
     if form.is_valid():
