@@ -47,7 +47,7 @@ from bench.upstream import Spec, model_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-DEFAULT_PHASES = ("sequential", "relay", "knee", "fanout")
+DEFAULT_PHASES = ("sequential", "relay", "knee", "fanout", "compare")
 ALL_PHASES = (*DEFAULT_PHASES, "browser")
 
 
@@ -210,6 +210,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--knee-turns", type=int, default=3, help="turns per stream per step (default 3)")
     g = p.add_argument_group("fan-out")
     g.add_argument("--fanout", default="6x10", help="lanes x repeats started at once by one user (default 6x10)")
+    g.add_argument("--compare", default="6x10",
+                   help="compare phase: lanes x repeat runs of one comparison, one send (default 6x10)")
     g = p.add_argument_group("browser phase")
     g.add_argument("--browser-tokens", type=int, default=10_000, help="answer tokens (default 10000)")
     g.add_argument("--browser-rate", type=float, default=200.0, help="tokens per second (default 200)")
@@ -235,6 +237,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not m:
         p.error("--fanout wants LANESxREPEATS, e.g. 6x10")
     args.fanout_n = int(m[1]) * int(m[2])
+    m = re.fullmatch(r"(\d+)x(\d+)", args.compare)
+    if not m or not (2 <= int(m[1]) <= 6 and 1 <= int(m[2]) <= 20):
+        p.error("--compare wants LANESxRUNS with 2-6 lanes and 1-20 runs, e.g. 6x10")
+    args.compare_lanes, args.compare_runs = int(m[1]), int(m[2])
     if args.out is None:
         args.out = "bench.json" if set(args.phase_list) == set(ALL_PHASES) else "bench-partial.json"
     return args
@@ -273,7 +279,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "PLAYGROUND_ENCRYPTION_KEYS": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "PLAYGROUND_SIMULATOR_CONTROL": "false",
-        "PLAYGROUND_MAX_TURNS": str(max([1000, *args.knee_list, args.streams, args.fanout_n]) * 2),
+        "PLAYGROUND_MAX_TURNS": str(max([1000, *args.knee_list, args.streams, args.fanout_n, args.compare_lanes * args.compare_runs]) * 2),
         "BENCH_PROFILE_PATH": str(Path(args.profile).resolve()) if args.profile else "",
     }
     phases = args.phase_list
@@ -312,6 +318,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "style": args.style, "upstream": upstream_url, "browser_upstream": lean_url,
             "users": users, "groups": groups, "fanout": args.fanout_n if "fanout" in phases else 0,
             "browser_model": browser_model, "collectstatic": "browser" in phases,
+            "compare_lanes": args.compare_lanes if "compare" in phases else 0,
         }
         (tmp / "setup.json").write_text(json.dumps(setup_spec))
         setup = subprocess.run([PY, "-m", "bench.setup_db", str(tmp / "setup.json")],
@@ -365,6 +372,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "relay": {**relay_load, "specs": db["groups"].get("relay", [])},
             "knee": {**knee_cfg, "specs": {str(n): db["groups"].get(f"knee{n}", []) for n in args.knee_list}},
             "fanout": {"specs": db["fanout"], "model": relay_load["model"], "shape": args.fanout},
+            "compare": {"spec": db.get("compare"), "model": relay_load["model"], "lanes": args.compare_lanes,
+                        "runs": args.compare_runs, "shape": args.compare},
         }
         (tmp / "plan.json").write_text(json.dumps(plan))
         load_before = loadavg()
@@ -459,6 +468,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                "model": plan["sequential"]["model"]},
                 "knee": {"steps": args.knee_list, "turns": args.knee_turns},
                 "fanout": args.fanout,
+                "compare": args.compare,
                 "browser": {"tokens": args.browser_tokens, "rate": args.browser_rate, "model": browser_model,
                             "trace": not args.no_trace},
                 "debug": False,

@@ -16,6 +16,8 @@ order:
    overloaded step (:func:`bench.stats.overloaded`).
 4. **fanout**: one user's ``lanes × repeats`` conversations, each with an open socket; all
    ``send`` frames leave at once (after the same burst sent directly, for reference).
+5. **compare**: one comparison's single ``send`` with lanes × repeat runs over
+   ``/ws/compare/<id>/`` (see :func:`compare_phase`).
 
 A load run is a **direct** sub-phase (N streams straight to the upstream, read by
 :class:`RawDirect`, a minimal asyncio HTTP/1.1 reader; ``direct_client: "httpx"`` uses httpx)
@@ -39,6 +41,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import resource
 import signal
 import sys
@@ -982,7 +985,86 @@ async def fanout_phase(plan: dict[str, Any]) -> dict[str, Any]:
     return {"direct": direct, "relay": relay}
 
 
+# ---- phase: compare -------------------------------------------------------------------------------
+
+_LANE_RE = re.compile(r'<div hx-swap-oob="beforeend:#lt-(\d+)">')
+_ANSWER_RE = re.compile(r'<article id="m-([0-9a-f-]+)" class="msg msg-assistant')
+_FINAL_RE = re.compile(r'data-mid="([0-9a-f-]+)" data-status="(complete|error|stopped|interrupted)" data-final="1"')
+
+
+async def compare_phase(plan: dict[str, Any]) -> dict[str, Any]:
+    """One comparison of ``lanes`` lanes: one ``send`` with ``runs`` repeat runs per lane over
+    ``/ws/compare/<id>/``. Records, in ms since the send left, when each answer's skeleton
+    arrived and its first answer delta, by lane and run (the turn-started frame lists each
+    lane's answers in run order), until every answer's final frame or the turn timeout."""
+    cfg = plan["compare"]
+    spec = cfg["spec"]
+    url = f"ws://127.0.0.1:{plan['server_port']}/ws/compare/{spec['conversation_id']}/"
+    ws = await connect(url, additional_headers={
+        "Cookie": f"sessionid={spec['session']}", "Origin": f"http://127.0.0.1:{plan['server_port']}"},
+        compression=None, max_size=None, ping_interval=None, open_timeout=60)
+    await asyncio.sleep(plan["settle_s"])
+    total = cfg["lanes"] * cfg["runs"]
+    answers: dict[str, dict[str, Any]] = {}  # key (10 hex) -> {lane, run, first_ms, status}
+    finals: dict[str, str] = {}
+    done = asyncio.Event()
+    sent = 0.0
+    notices: list[str] = []
+
+    def ms(t: float) -> float:
+        return round((t - sent) * 1000.0, 2)
+
+    async def read() -> None:
+        async for msg in ws:
+            now = time.perf_counter()
+            msg = msg.decode() if isinstance(msg, bytes) else msg
+            if "beforeend:#lt-" in msg:
+                parts = _LANE_RE.split(msg)
+                for lane_id, body in zip(parts[1::2], parts[2::2], strict=True):
+                    for run, mid in enumerate(_ANSWER_RE.findall(body)):
+                        answers[mid.replace("-", "")[:10]] = {"lane": int(lane_id), "run": run, "announce_ms": ms(now),
+                                                              "first_ms": None, "status": ""}
+            f = classify(msg)
+            for d in f.deltas:
+                a = answers.get(d["k"])
+                if a is not None and d["kind"] == "text" and a["first_ms"] is None:
+                    a["first_ms"] = ms(now)
+            for mid, status in _FINAL_RE.findall(msg):
+                finals[mid] = status
+                a = answers.get(mid.replace("-", "")[:10])
+                if a is not None:
+                    a["status"], a["end_ms"] = status, ms(now)
+            if f.notice and is_refusal(f.notice):
+                notices.append(f.notice[:200])
+                done.set()
+            if len(finals) >= total:
+                done.set()
+
+    meter = Meter(plan)
+    await meter.start()
+    reader = asyncio.get_running_loop().create_task(read())
+    frame = {"action": "send", "turn_id": str(uuid.uuid4()), "runs": cfg["runs"],
+             "content": user_message("compare", 0, 0),
+             "lanes": [{"lane_id": lid, "endpoint_id": spec["endpoint_id"], "model": cfg["model"], "system_prompt": ""}
+                       for lid in spec["lane_ids"]]}
+    sent = time.perf_counter()
+    await ws.send(json.dumps(frame))
+    try:
+        await asyncio.wait_for(done.wait(), plan["turn_timeout_s"] * max(1, cfg["runs"]))
+    except TimeoutError:
+        pass
+    result = {"answers": list(answers.values()), "expected": total, "notices": notices,
+              "wall_ms": ms(time.perf_counter()), "meter": await meter.stop()}
+    reader.cancel()
+    try:
+        await ws.close()
+    except Exception:
+        pass
+    return result
+
+
 PHASES = {
+    "compare": compare_phase,
     "sequential": sequential_phase,
     "relay": relay_phase,
     "knee": knee_phase,

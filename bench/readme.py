@@ -42,6 +42,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("db_writes_per_turn", "DB writes per turn", ""),
     ("fanout_last_started_ms", "Fan-out: first send → last turn-started frame", "ms"),
     ("fanout_last_first_token_ms", "Fan-out: first send → last first token", "ms"),
+    ("compare_last_lane_first_token_ms", "Compare (lanes × runs, one send): send → last lane's first token", "ms"),
+    ("compare_last_first_token_ms", "Compare: send → last repeat run's first token", "ms"),
     ("text_mismatches", "Relayed texts differing from the direct text", ""),
     ("upstream_us_per_event", "Lean upstream CPU per token event", "µs"),
     ("upstream_bound", "Upstream-bound (upstream or client > 80 % of a core in a phase)", ""),

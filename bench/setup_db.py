@@ -6,7 +6,8 @@ in a temp dir) and settings. ``SPEC.json``::
     {"style": "openai_chat", "upstream": "http://127.0.0.1:P/v1",
      "browser_upstream": "http://127.0.0.1:Q/v1",            # the lean upstream (markdown)
      "users": U, "groups": {"relay": N, "knee25": 25, …},    # conversations per group, one
-     "fanout": F, "browser_model": "bench-md?…"}             # user per stream (user i % U)
+     "fanout": F, "browser_model": "bench-md?…",             # user per stream (user i % U)
+     "compare_lanes": L}                                     # 0: no compare phase
 
 It migrates (and with ``"collectstatic": true`` collects the static files into ``STATIC_ROOT``,
 as a production install does: the pages need the hashed manifest), then creates ``U`` users (unusable passwords: no password hashing), each with one
@@ -19,9 +20,10 @@ one conversation, for the browser phase. Each user gets a logged-in session made
 
     {"groups": {name: [{"conversation_id", "endpoint_id", "session"}, …]},
      "sequential": {…}, "warmup": {…}, "fanout": [{…}, …], "browser": {…},
+     "compare": {"conversation_id", "endpoint_id", "session", "lane_ids"} (with compare_lanes),
      "frame_interval_s": the server's PLAYGROUND_FRAME_INTERVAL_S (None if it has none)}
 
-May import: Django, chat.services.
+May import: Django, chat.services, chat.selectors, chat.compare.
 """
 
 from __future__ import annotations
@@ -87,6 +89,16 @@ def main(argv: list[str] | None = None) -> None:
     }
     fan = user("bench-fanout", spec["upstream"])
     out["fanout"] = [conversation(fan) for _ in range(spec["fanout"])]
+    if spec.get("compare_lanes"):  # one comparison of that many lanes (models come with the send)
+        from chat.compare import services as compare_services
+        from chat.compare.selectors import lanes_of
+        from chat.selectors import NextTurnSettings
+
+        cu, cendpoint, ckey = user("bench-compare", spec["upstream"])
+        lane = NextTurnSettings(cendpoint.pk, "bench", "", {})
+        comparison = compare_services.compare_create(user=cu, lanes=[lane] * spec["compare_lanes"])
+        out["compare"] = {"conversation_id": comparison.pk, "endpoint_id": cendpoint.pk, "session": ckey,
+                          "lane_ids": [x.pk for x in lanes_of(conversation=comparison)]}
     browser = user("bench-browser", spec["browser_upstream"], spec["browser_model"])
     out["browser"] = conversation(browser)
     from django.conf import settings

@@ -408,6 +408,45 @@ def fanout_summary(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# ---- compare ----------------------------------------------------------------------------------
+
+
+def compare_summary(raw: dict[str, Any]) -> dict[str, Any]:
+    """Figures of the compare phase. ``raw``: ``{"answers": [{"lane", "run", "announce_ms",
+    "first_ms", "status"}, …], "expected", "notices", "wall_ms"}`` (ms since the ``send``).
+
+    ``compare_last_lane_first_token_ms``: send → the first token of the last lane to get one
+    (max over lanes of that lane's earliest first token), the time until every lane shows text;
+    ``compare_last_first_token_ms``: send → the last first token of every answer (repeat runs
+    queue behind the comparison's concurrency bound). None when an answer never got a token."""
+    answers = raw.get("answers") or []
+    by_lane: dict[int, list[float]] = {}
+    for a in answers:
+        if a.get("first_ms") is not None:
+            by_lane.setdefault(a["lane"], []).append(a["first_ms"])
+    lanes = {a["lane"] for a in answers}
+    firsts = [a["first_ms"] for a in answers if a.get("first_ms") is not None]
+    complete = [a for a in answers if a.get("status") == "complete"]
+    return {
+        "figures": {
+            "compare_last_lane_first_token_ms": _r(max(min(v) for v in by_lane.values()))
+            if by_lane and len(by_lane) == len(lanes) else None,
+            "compare_last_first_token_ms": _r(max(firsts)) if answers and len(firsts) == raw.get("expected") else None,
+        },
+        "details": {
+            "answers": len(answers), "expected": raw.get("expected"), "completed": len(complete),
+            "statuses": sorted({a.get("status") or "none" for a in answers}), "notices": raw.get("notices") or [],
+            "first_token_ms_by_run": {
+                str(r): _r(max((a["first_ms"] for a in answers if a["run"] == r and a.get("first_ms") is not None),
+                               default=math.nan))
+                for r in sorted({a["run"] for a in answers})
+            },
+            "wall_ms": raw.get("wall_ms"),
+            "meter": raw.get("meter", {}),
+        },
+    }
+
+
 # ---- the whole run ---------------------------------------------------------------------------
 
 
@@ -416,7 +455,8 @@ FIGURES = (
     "added_ttft_ms_p99", "added_gap_ms_p99", "stalls", "tokens_per_cpu_second", "knee_streams",
     "idle_socket_kb", "active_stream_kb", "mean_frame_interval_ms", "frames_per_turn",
     "bytes_per_turn", "text_bytes_per_turn", "delta_envelope_bytes", "db_writes_per_turn",
-    "fanout_last_started_ms", "fanout_last_first_token_ms", "text_mismatches",
+    "fanout_last_started_ms", "fanout_last_first_token_ms", "compare_last_lane_first_token_ms",
+    "compare_last_first_token_ms", "text_mismatches",
     "upstream_us_per_event", "upstream_bound", "browser_longest_task_ms",
     "browser_script_ms_per_1k_tokens", "browser_recreated_nodes",
 )
@@ -501,6 +541,12 @@ def summarize(raw: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         add_mismatches(f["details"]["text_mismatches_vs_direct"])
         meters += [("fanout/direct", raw["fanout"]["direct"].get("meter", {})),
                    ("fanout/relay", raw["fanout"]["relay"].get("meter", {}))]
+
+    if raw.get("compare"):
+        c = compare_summary(raw["compare"])
+        figures.update(c["figures"])
+        details["compare"] = c["details"]
+        meters.append(("compare", raw["compare"].get("meter", {})))
 
     if raw.get("browser"):
         b = browser_summary(raw["browser"])
@@ -614,6 +660,8 @@ def targets(fig: dict[str, Any], params: dict[str, Any]) -> dict[str, dict[str, 
         ),
         "fanout_last_started_ms": ("no target", None),
         "fanout_last_first_token_ms": ("no target", None),
+        "compare_last_lane_first_token_ms": ("no target", None),
+        "compare_last_first_token_ms": ("no target", None),
         "text_mismatches": ("0", le(fig["text_mismatches"], 0)),
         "upstream_us_per_event": ("no target", None),
         "upstream_bound": (

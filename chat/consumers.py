@@ -270,6 +270,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except Http404:
             await self.close(code=4404)
             return
+        if conversation.kind != "chat" and type(self) is ConversationConsumer:  # a comparison: /ws/compare/
+            await self.close(code=4404)
+            return
         self.conversation_id = conversation.pk
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.writer = asyncio.get_running_loop().create_task(self._write())

@@ -151,3 +151,24 @@ def usage_dict(usage: Usage | None) -> dict[str, Any]:
         "reasoning_tokens": usage.reasoning_tokens,
         "cached_tokens": usage.cached_tokens,
     }
+
+
+MAX_TIMING_POINTS = 200
+
+
+def token_timings(points: list[list[float]], events: int, completion_tokens: int | None) -> list[list[float]]:
+    """The stored token timings of a turn: ``[[ms since request sent, completion tokens], …]``,
+    one point per flushed frame (thinned to at most :data:`MAX_TIMING_POINTS`).
+
+    ``points`` hold token *events* seen so far (an event may carry several tokens); when the
+    endpoint reported ``completion_tokens`` the counts are scaled so the last point equals it
+    (tokens, rounded), else they stay event counts. Empty when no token arrived.
+    """
+    if not points or events <= 0:
+        return []
+    pts = points
+    if len(pts) > MAX_TIMING_POINTS:
+        step = len(pts) / (MAX_TIMING_POINTS - 1)
+        pts = [pts[min(len(pts) - 1, int(i * step))] for i in range(MAX_TIMING_POINTS - 1)] + [pts[-1]]
+    scale = (completion_tokens / events) if completion_tokens else 1.0
+    return [[round(float(ms), 1), round(n * scale)] for ms, n in pts]

@@ -150,6 +150,10 @@ class Conversation(models.Model):
     current_leaf = models.ForeignKey(
         "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # "chat" (one lane) or "compare" (2–6 lanes side by side; chat.compare). ``blind``: a
+    # comparison whose lanes show as A, B, … until the user votes.
+    kind = models.CharField(max_length=16, default="chat", db_index=True)
+    blind = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -168,6 +172,10 @@ class Lane(models.Model):
     position = models.PositiveSmallIntegerField(default=0)
     endpoint = models.ForeignKey(Endpoint, null=True, blank=True, on_delete=models.SET_NULL)
     model = models.CharField(max_length=200, blank=True, default="")
+    # A comparison's lane settings (a plain chat keeps them on the conversation).
+    label = models.CharField(max_length=60, blank=True, default="")
+    system_prompt = models.TextField(blank=True, default="")
+    params = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["position", "id"]
@@ -219,6 +227,9 @@ class Message(models.Model):
     replay_blocks = models.JSONField(default=list, blank=True)
     logprobs = models.JSONField(default=list, blank=True)  # [{token, logprob, top: [[t, lp], …]}]
     prefill_len = models.PositiveIntegerField(default=0)  # leading chars the user wrote (prefill/continue)
+    # A comparison's repeat run: 0 = the lane's answer (its history), 1..N-1 = extra runs of the
+    # same prompt, measured but never part of the lane's history.
+    run = models.PositiveSmallIntegerField(default=0)
     owner_process = models.CharField(max_length=64, blank=True, default="")
     owner_channel = models.CharField(max_length=120, blank=True, default="")  # channel layer name
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -277,3 +288,6 @@ class Message(models.Model):
             settings_snapshot=snapshot, owner_process=process.PROCESS_ID,
             owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
         )
+
+
+from chat.compare.models import Vote  # noqa: E402,F401  (comparison votes; chat.compare)

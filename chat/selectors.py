@@ -55,7 +55,7 @@ def endpoint_get_for_user(*, user: AbstractBaseUser, endpoint_id: int | str) -> 
 
 def conversation_list_for_user(*, user: AbstractBaseUser, query: str = "") -> QuerySet[Conversation]:
     """The user's conversations that have messages, newest first; ``query`` searches titles and text."""
-    qs = Conversation.objects.filter(owner=user).exclude(title="")
+    qs = Conversation.objects.filter(owner=user, kind="chat").exclude(title="")
     if query:
         qs = qs.filter(Q(title__icontains=query) | Q(messages__content__icontains=query)).distinct()
     return qs.order_by("-updated_at", "-id")
@@ -64,7 +64,7 @@ def conversation_list_for_user(*, user: AbstractBaseUser, query: str = "") -> Qu
 def conversation_empty_for_user(*, user: AbstractBaseUser) -> Conversation | None:
     """The user's newest conversation with no title and no messages (a new chat), or None."""
     return (
-        Conversation.objects.filter(owner=user, title="", messages__isnull=True)
+        Conversation.objects.filter(owner=user, kind="chat", title="", messages__isnull=True)
         .order_by("-id")
         .first()
     )

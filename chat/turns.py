@@ -37,7 +37,7 @@ from django.conf import settings
 
 from chat import db, frames, services
 from chat.cluster import cluster, conversation_group, user_group
-from chat.metrics import Clock, TurnClock, compute_metrics, usage_dict
+from chat.metrics import Clock, TurnClock, compute_metrics, token_timings, usage_dict
 from chat.providers import get_adapter
 from chat.providers.base import (
     AnswerWasReasoning,
@@ -97,6 +97,10 @@ class TurnSpec:
     conversation_title: str = ""
     lane_id: int | None = None
     plan: Any = None
+    # An optional extra bound shared by a group of turns (a comparison's lanes and repeat runs):
+    # at most ``group_limit`` of the group run at once; 0 = none.
+    group: str = ""
+    group_limit: int = 0
 
     def __repr__(self) -> str:  # the config holds secrets
         return f"TurnSpec(message_id={self.message_id!s}, conversation_id={self.conversation_id})"
@@ -242,7 +246,8 @@ class Admission:
     """Bounds on running turns: at most ``max_running`` per process and ``max_per_user`` per
     user. A turn over a bound waits in one FIFO queue (its position shown) until a slot frees;
     a waiting turn whose user is at their bound lets the next user's turn pass. ``max_queue``
-    bounds the queue: :meth:`can_queue` is False beyond it (the action is refused)."""
+    bounds the queue: :meth:`can_queue` is False beyond it (the action is refused). A turn whose
+    spec names a ``group`` with a ``group_limit`` also waits while that many of its group run."""
 
     def __init__(self, *, max_running: int, max_per_user: int, max_queue: int) -> None:
         self.max_running = max_running
@@ -250,27 +255,38 @@ class Admission:
         self.max_queue = max_queue
         self.running = 0
         self.by_user: dict[int, int] = {}
+        self.by_group: dict[str, int] = {}
         self.waiting: deque[tuple[LiveTurn, asyncio.Future[None]]] = deque()
 
-    def _fits(self, user_id: int) -> bool:
-        return self.running < self.max_running and self.by_user.get(user_id, 0) < self.max_per_user
+    def _fits(self, user_id: int, group: str = "", group_limit: int = 0) -> bool:
+        return (
+            self.running < self.max_running and self.by_user.get(user_id, 0) < self.max_per_user
+            and (not group_limit or self.by_group.get(group, 0) < group_limit)
+        )
+
+    @staticmethod
+    def _key(turn: LiveTurn) -> tuple[int, str, int]:
+        spec = turn.spec
+        return spec.user_id, getattr(spec, "group", ""), getattr(spec, "group_limit", 0)
 
     def can_queue(self, user_id: int) -> bool:
         """Whether a new turn of ``user_id`` may start or wait (False: refuse it)."""
         return self._fits(user_id) or len(self.waiting) < self.max_queue
 
-    def _take(self, user_id: int) -> None:
+    def _take(self, user_id: int, group: str = "") -> None:
         self.running += 1
         self.by_user[user_id] = self.by_user.get(user_id, 0) + 1
+        if group:
+            self.by_group[group] = self.by_group.get(group, 0) + 1
 
     async def acquire(self, turn: LiveTurn, on_wait: Callable[[LiveTurn], None]) -> None:
         """Take a slot for ``turn`` (at once, or after waiting). ``on_wait(turn)`` is called
         when the turn's queue position changes. Cancellation while waiting leaves the queue."""
-        user_id = turn.spec.user_id
-        if self._fits(user_id) and not any(
-            self._fits(t.spec.user_id) for t, f in self.waiting if not f.done()
+        user_id, group, _ = self._key(turn)
+        if self._fits(*self._key(turn)) and not any(
+            self._fits(*self._key(t)) for t, f in self.waiting if not f.done()
         ):  # nobody waiting could use the slot (they are at their own bound): take it
-            self._take(user_id)
+            self._take(user_id, group)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting.append((turn, fut))
@@ -279,16 +295,23 @@ class Admission:
             await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                self.release(user_id, on_wait)  # granted just as it was cancelled
+                self.release(user_id, on_wait, group=group)  # granted just as it was cancelled
             else:
                 self.waiting = deque(w for w in self.waiting if w[1] is not fut)
                 self._positions(on_wait)
             raise
         turn.queue_position = 0
 
-    def release(self, user_id: int, on_wait: Callable[[LiveTurn], None] | None = None) -> None:
-        """Free a slot of ``user_id`` and start the first waiting turns that now fit."""
+    def release(self, user_id: int, on_wait: Callable[[LiveTurn], None] | None = None, *, group: str = "") -> None:
+        """Free a slot of ``user_id`` (and of ``group``) and start the first waiting turns that
+        now fit."""
         self.running = max(0, self.running - 1)
+        if group:
+            g = self.by_group.get(group, 0) - 1
+            if g > 0:
+                self.by_group[group] = g
+            else:
+                self.by_group.pop(group, None)
         left = self.by_user.get(user_id, 0) - 1
         if left > 0:
             self.by_user[user_id] = left
@@ -300,9 +323,9 @@ class Admission:
             if fut.done():
                 self.waiting.remove(entry)
                 continue
-            if self._fits(turn.spec.user_id):
+            if self._fits(*self._key(turn)):
                 self.waiting.remove(entry)
-                self._take(turn.spec.user_id)
+                self._take(*self._key(turn)[:2])
                 fut.set_result(None)
                 granted = True
             if self.running >= self.max_running:
@@ -532,6 +555,9 @@ class TurnRunner:
         self._reasoning_filter = SecretFilter(secrets)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._carry: dict[str, str] = {}
+        # Token timings: [ms since request sent, token events] per flushed frame, in memory only
+        # (stored once with the final row, chat.metrics.token_timings).
+        self.timings: list[list[float]] = []
         self._handlers: dict[type, Callable[[Any], None]] = {
             TextDelta: self._on_text, ReasoningDelta: self._on_reasoning, RawEvent: self._on_raw,
             Usage: self._on_usage, Finish: self._on_finish, ToolCallDelta: self._on_tool_call,
@@ -563,6 +589,7 @@ class TurnRunner:
         blocks that closed since (rendered once, here), then ``tail`` (the final frame)."""
         turn = self.turn
         self._last_flush = self.clock()
+        self._timing_point()
         text, reasoning = turn.text, turn.reasoning
         blocks = turn.blocks
         if turn._done:
@@ -601,6 +628,16 @@ class TurnRunner:
                 parts.append(tail)
             if parts:
                 self._send(sub, parts[0] if len(parts) == 1 else "".join(parts))
+
+    def _timing_point(self) -> None:
+        """One token-timing point per flushed frame (when tokens arrived since the last one)."""
+        tc = self.tc
+        if tc.request_sent is None or tc.last_token is None or tc.token_events == 0:
+            return
+        if self.timings and self.timings[-1][1] == tc.token_events:
+            return
+        if len(self.timings) < 4 * 200:  # bounded; thinned when stored
+            self.timings.append([round((tc.last_token - tc.request_sent) * 1000.0, 1), tc.token_events])
 
     def _publish(self, text: str, reasoning: str) -> None:
         """Other processes get the same coalesced delta, once per flush, absolute offsets, with
@@ -913,7 +950,7 @@ class TurnRunner:
         finally:
             self.registry._forget(turn)
             if self._admitted:
-                self.registry.admission.release(spec.user_id, self._queued)
+                self.registry.admission.release(spec.user_id, self._queued, group=spec.group)
             try:
                 notice = frames.turn_finished_elsewhere(spec.conversation_id, spec.conversation_title, status)
                 self.registry.tell_user_elsewhere(spec.user_id, spec.conversation_id, notice)
@@ -971,6 +1008,11 @@ class TurnRunner:
                         call["incomplete"] = True
             if turn.warnings:
                 turn.metrics["warnings"] = turn.warnings
+            self._timing_point()
+            timings = token_timings(self.timings, self.tc.token_events,
+                                    turn.usage.completion_tokens if turn.usage else None)
+            if timings:
+                turn.metrics["timings"] = timings
         except Exception as exc:
             log.error("metrics of turn %s failed: %s", turn.message_id, type(exc).__name__)
         inspect = self._inspect()

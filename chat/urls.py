@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from chat import views
+from chat.compare import views as compare_views
 
 app_name = "chat"
 
@@ -30,4 +31,21 @@ urlpatterns = [
     path("endpoints/<int:endpoint_id>/test/", views.endpoint_test, name="endpoint_test"),
     path("endpoints/<int:endpoint_id>/models/", views.endpoint_models, name="endpoint_models"),
     path("users/", views.users, name="users"),
+    # Side-by-side comparison (chat.compare).
+    path("compare/", compare_views.compare_index, name="compare_index"),
+    path("compare/new/", compare_views.compare_new, name="compare_new"),
+    path("compare/leaderboard/", compare_views.leaderboard, name="compare_leaderboard"),
+    path("compare/list/", compare_views.compare_list, name="compare_list"),
+    path("compare/<int:conversation_id>/lane/<int:lane_id>/continue/", compare_views.lane_continue,
+         name="compare_lane_continue"),
+    path("compare/<int:conversation_id>/blind/", compare_views.compare_blind, name="compare_blind"),
+    path("compare/<int:conversation_id>/vote/", compare_views.compare_vote, name="compare_vote"),
+    path("compare/<int:conversation_id>/", compare_views.compare_page, name="compare"),
+    path("compare/<int:conversation_id>/summary/", compare_views.compare_summary, name="compare_summary"),
+    path("compare/<int:conversation_id>/lanes/<str:action>/", compare_views.lane_action, name="compare_lane_action"),
+    path("compare/<int:conversation_id>/lane/<int:lane_id>/", compare_views.lane_save, name="compare_lane_save"),
+    path("compare/<int:conversation_id>/rename/", compare_views.compare_rename, name="compare_rename"),
+    path("compare/<int:conversation_id>/delete/", compare_views.compare_delete, name="compare_delete"),
+    path("compare/<int:conversation_id>/export.csv", compare_views.compare_export_csv, name="compare_export_csv"),
+    path("compare/<int:conversation_id>/export.json", compare_views.compare_export_json, name="compare_export_json"),
 ]

@@ -249,6 +249,8 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    if conv.kind == "compare":  # links to "a conversation" may point at a comparison
+        return redirect("chat:compare", conversation_id=conv.pk)
     endpoints = list(selectors.endpoint_list_for_user(user=request.user))
     params = forms.ParamsForm(initial={
         **conv.params, "stop": "\n".join(conv.params.get("stop", []) or []),
