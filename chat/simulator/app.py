@@ -12,6 +12,8 @@ Routes, relative to ``mount_prefix`` (``/simulator/v1`` in-process, ``/v1`` stan
   :mod:`chat.simulator.messages`.
 - ``POST {prefix}/responses`` – seed 002 ``/responses`` (OpenAI Responses), see
   :mod:`chat.simulator.responses`.
+- ``POST {prefix}/completions`` and ``POST {prefix}/embeddings`` – seed 002, see
+  :mod:`chat.simulator.legacy`.
 
 Behaviour comes from knobs (:mod:`chat.simulator.knobs`), the same in every style.
 
@@ -39,6 +41,7 @@ from .errors import (
     not_found,
     validation_error,
 )
+from .legacy import handle_completions, handle_embeddings
 from .knobs import KNOB_HELP, MODELS, KnobError, parse_knobs, split_model
 from .messages import handle_count_tokens, handle_messages
 from .recorder import Recorder
@@ -59,6 +62,8 @@ _POST_ROUTES = {
     "/messages": handle_messages,
     "/messages/count_tokens": handle_count_tokens,
     "/responses": handle_responses,
+    "/completions": handle_completions,  # seed 002, chat.simulator.legacy
+    "/embeddings": handle_embeddings,
 }
 
 
