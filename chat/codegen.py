@@ -410,3 +410,22 @@ def snippets(config: EndpointConfig, request: ChatRequest, *, endpoint_name: str
         javascript=_javascript(url, headers, body), key_env=key_env, header_envs=header_envs,
         python_sdk=python_sdk,
     )
+
+
+def snippets_for(build_request: Any, config: EndpointConfig, request: Any, *, endpoint_name: str) -> Snippets:
+    """Snippets of a non-chat mode request (issue 14: ``/completions``, ``/embeddings``):
+    ``build_request(config, request) -> (url, headers, body)`` is the mode adapter's own
+    builder, called with placeholder secrets as in :func:`snippets`. curl, Python (standard
+    library, prints the raw answer) and JavaScript (fetch). Pure; raises nothing."""
+    key_env = env_name(endpoint_name) if config.api_key else ""
+    header_envs = _header_envs(list(config.extra_headers), {key_env} if key_env else set())
+    safe = EndpointConfig(
+        base_url=config.base_url, api_key=f"__ENV:{key_env}__" if key_env else "",
+        extra_headers={name: f"__ENV:{env}__" for name, env in header_envs.items()},
+        api_style=config.api_style, stream_options=config.stream_options,
+    )
+    url, headers, body = build_request(safe, request)
+    body = json.loads(json.dumps(body, default=json_default))
+    python = _python_stdlib(url, headers, body, "Standard library only (no package to install).")
+    return Snippets(url=url, body=body, curl=_curl(url, headers, body), python=python,
+                    javascript=_javascript(url, headers, body), key_env=key_env, header_envs=header_envs)

@@ -277,3 +277,4 @@ class Message(models.Model):
             settings_snapshot=snapshot, owner_process=process.PROCESS_ID,
             owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
         )
+from chat.modes.models import ModeRun  # noqa: E402,F401 - issue 14 modes (own module)

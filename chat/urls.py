@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from chat import views
 
@@ -30,4 +30,5 @@ urlpatterns = [
     path("endpoints/<int:endpoint_id>/test/", views.endpoint_test, name="endpoint_test"),
     path("endpoints/<int:endpoint_id>/models/", views.endpoint_models, name="endpoint_models"),
     path("users/", views.users, name="users"),
+    path("modes/", include("chat.modes.urls")),  # issue 14
 ]

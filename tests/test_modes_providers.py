@@ -14,7 +14,14 @@ import httpx
 import pytest
 
 from chat.providers import openai_completions, openai_embeddings
-from chat.providers.base import EndpointConfig, Finish, LogprobsDelta, ProviderError, TextDelta, Usage
+from chat.providers.base import (
+    EndpointConfig,
+    Finish,
+    LogprobsDelta,
+    ProviderError,
+    TextDelta,
+    Usage,
+)
 from chat.simulator import create_app
 from chat.simulator.legacy import EMBED_DIM, embed_text
 from tests.test_simulator import validate
@@ -149,7 +156,7 @@ async def test_embeddings_from_simulator_float_and_base64(encoding):
     assert len(result.vectors) == 3 and all(len(v) == EMBED_DIM for v in result.vectors)
     assert result.vectors[0] == embed_text("the cat sat")
     assert all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-5 for v in result.vectors)
-    cos = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
+    cos = lambda a, b: sum(x * y for x, y in zip(a, b, strict=False))  # noqa: E731
     assert cos(result.vectors[0], result.vectors[1]) > cos(result.vectors[0], result.vectors[2])
     assert result.usage.prompt_tokens == 3 + 3 + 2 and result.model == "sim-embed"
 

@@ -21,7 +21,16 @@ from typing import Any
 
 import httpx
 
-from .base import EndpointConfig, Event, Finish, LogprobsDelta, ProviderError, TextDelta, TokenLogprob, scrub
+from .base import (
+    EndpointConfig,
+    Event,
+    Finish,
+    LogprobsDelta,
+    ProviderError,
+    TextDelta,
+    TokenLogprob,
+    scrub,
+)
 from .errors import error_from_event
 from .http import NOT_JSON, loads, stream_sse
 from .openai_chat import _auth_headers, logprobs_event, normalize_usage

@@ -32,7 +32,13 @@ from typing import Any
 
 from .completions import SYSTEM_FINGERPRINT, _usage
 from .completions import _Chat as _ChatState
-from .errors import fault_response, general_error, missing_key_error, stream_error_chunk, validation_error
+from .errors import (
+    fault_response,
+    general_error,
+    missing_key_error,
+    stream_error_chunk,
+    validation_error,
+)
 from .knobs import MODELS, KnobError, parse_knobs, split_model
 from .plan import build_plan, request_digest, token_logprobs
 from .recorder import Recorder
