@@ -197,3 +197,108 @@ async def test_simulator_embeddings_limits_and_errors():
     assert missing.value.status == 400 and "model parameter" in missing.value.message
     assert unknown.value.status == 404 and unknown.value.code == "model_not_found"
     assert big.value.status == 400 and big.value.code == "context_length_exceeded"
+
+
+# ---- audio ------------------------------------------------------------------------------------
+
+
+def make_wav(seconds: float = 5.0, rate: int = 8000) -> bytes:
+    """A mono 16-bit WAV of a 440 Hz tone, made with the stdlib ``wave`` module."""
+    import io
+    import wave
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        frames = int(seconds * rate)
+        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate))) for i in range(frames)))
+    return buf.getvalue()
+
+
+async def run_audio(client, request):
+    from chat.providers import openai_audio
+    events, error = [], None
+    try:
+        async for ev in openai_audio.stream(client, CONFIG, request):
+            events.append(ev)
+    except ProviderError as exc:
+        error = exc
+    return events, error
+
+
+@pytest.mark.parametrize("fmt", ["json", "text", "verbose_json"])
+@pytest.mark.parametrize("task", ["transcription", "translation"])
+async def test_audio_every_response_format_from_simulator(fmt, task):
+    from chat.providers.openai_audio import AudioRequest, Segments
+    from chat.simulator.audio import segments_for
+    wav = make_wav(5.0)
+    async with sim_client() as client:
+        events, error = await run_audio(client, AudioRequest(task=task, model="sim-whisper?ttft_ms=0&delay_ms=0",
+                                                             audio=wav, response_format=fmt, language="en"))
+    assert error is None
+    duration, segments = segments_for(wav, "transcribe" if task == "transcription" else "translate")
+    assert duration == 5.0 and len(segments) == 3 and segments[-1]["end"] == 5.0
+    assert text(events) == " ".join(s["text"] for s in segments)
+    segs = [e for e in events if isinstance(e, Segments)]
+    if fmt == "verbose_json":
+        assert [s["text"] for s in segs[0].items] == [s["text"] for s in segments] and segs[0].duration == 5.0
+        assert segs[0].items[1]["start"] == 2.0
+    else:
+        assert not segs
+    assert [e.reason for e in events if isinstance(e, Finish)] == ["stop"]
+
+
+async def test_audio_streamed_transcription_events():
+    from chat.providers.openai_audio import AudioRequest
+    from chat.simulator.audio import segments_for
+    wav = make_wav(3.0)
+    async with sim_client() as client:
+        events, error = await run_audio(client, AudioRequest(task="transcription", model="sim-whisper?ttft_ms=0&delay_ms=0",
+                                                             audio=wav, stream=True))
+    assert error is None
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    _, segments = segments_for(wav, "transcribe")
+    assert len(deltas) == 2 and "".join(deltas) == " ".join(s["text"] for s in segments)
+    usage = [e for e in events if isinstance(e, Usage)][-1]
+    assert usage.completion_tokens and usage.prompt_tokens == 30
+
+
+async def test_audio_seed_stream_example_and_errors():
+    from chat.providers.openai_audio import AudioRequest, encode_multipart
+    seed_chunks = [
+        {"choices": [{"delta": {"content": "es un sonido"}, "index": 0, "finish_reason": None, "logprobs": None}],
+         "created": 1737642515.3407679, "custom_id": 0, "id": "x", "model": "Whisper-Large-v3",
+         "object": "chat.completion.chunk", "system_fingerprint": "fastcoe"},
+        {"choices": [], "created": 1737642515.3407679, "id": "x", "model": "Whisper-Large-v3",
+         "object": "chat.completion.chunk", "system_fingerprint": "fastcoe",
+         "usage": {"completion_tokens": 100, "prompt_tokens": 43, "total_tokens": 143}},
+    ]
+    for c in seed_chunks:
+        validate(c, "TranscriptionStreamResponse")
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in seed_chunks) + "data: [DONE]\n\n"
+    req = AudioRequest(task="transcription", model="Whisper-Large-v3", audio=b"RIFF", stream=True)
+    async with fixed_client(body.encode(), content_type="text/event-stream") as client:
+        events, error = await run_audio(client, req)
+    assert error is None and text(events) == "es un sonido"
+    assert [e for e in events if isinstance(e, Usage)][-1].completion_tokens == 100
+    validate({"text": "Es un efecto de sonido"}, "TranscriptionResponse")
+    missing = {"error": {"message": "you must provide a model parameter", "type": "invalid_request_error",
+                         "param": None, "code": None}, "request_id": "a4fa849e"}
+    async with fixed_client(json.dumps(missing).encode(), status=400) as client:
+        _, error = await run_audio(client, req)
+    assert error.status == 400 and error.message == "you must provide a model parameter"
+    async with fixed_client(b"Invalid request body: - missing property 'model'", status=400, content_type="text/plain") as client:
+        _, error = await run_audio(client, req)
+    assert error.status == 400 and "missing property 'model'" in error.message
+    data, ctype = encode_multipart(AudioRequest(task="translation", model="m", audio=b"\x00\x01", language="es",
+                                                temperature=0.2), boundary="b0")
+    assert ctype == "multipart/form-data; boundary=b0"
+    assert b'name="language"' not in data  # translations are always into English
+    assert b'name="temperature"\r\n\r\n0.2\r\n' in data and data.endswith(b"\x00\x01\r\n--b0--\r\n")
+    async with sim_client() as client:
+        _, error = await run_audio(client, AudioRequest(task="transcription", model="", audio=b"x"))
+        _, bad_format = await run_audio(client, AudioRequest(task="transcription", model="sim-whisper", audio=b"x",
+                                                             response_format="srt"))
+    assert error.status == 400 and error.message == "you must provide a model parameter"
+    assert bad_format.status == 400 and bad_format.code

@@ -13,7 +13,8 @@ Routes, relative to ``mount_prefix`` (``/simulator/v1`` in-process, ``/v1`` stan
 - ``POST {prefix}/responses`` – seed 002 ``/responses`` (OpenAI Responses), see
   :mod:`chat.simulator.responses`.
 - ``POST {prefix}/completions`` and ``POST {prefix}/embeddings`` – seed 002, see
-  :mod:`chat.simulator.legacy`.
+  :mod:`chat.simulator.legacy`; ``POST {prefix}/audio/transcriptions`` and
+  ``/audio/translations`` (multipart), see :mod:`chat.simulator.audio`.
 
 Behaviour comes from knobs (:mod:`chat.simulator.knobs`), the same in every style.
 
@@ -41,6 +42,7 @@ from .errors import (
     not_found,
     validation_error,
 )
+from .audio import handle_transcriptions, handle_translations
 from .legacy import handle_completions, handle_embeddings
 from .knobs import KNOB_HELP, MODELS, KnobError, parse_knobs, split_model
 from .messages import handle_count_tokens, handle_messages
@@ -64,6 +66,8 @@ _POST_ROUTES = {
     "/responses": handle_responses,
     "/completions": handle_completions,  # seed 002, chat.simulator.legacy
     "/embeddings": handle_embeddings,
+    "/audio/transcriptions": handle_transcriptions,  # seed 002, chat.simulator.audio
+    "/audio/translations": handle_translations,
 }
 
 
