@@ -163,3 +163,59 @@ def test_embeddings_heatmap_matches_downloaded_vectors(server, page, chromium) -
     finally:
         other.close()
     assert posts() == before
+
+
+def test_transcription_of_an_uploaded_wav_streams_with_segments(server, page, tmp_path) -> None:  # noqa: ANN001
+    from chat.simulator.audio import segments_for
+    from tests.test_modes_providers import make_wav
+    pg = page
+    create_first_account(pg, server, password=PASSWORD)
+    frames: list[str] = []
+    pg.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(str(payload))))
+    wav = make_wav(7.0)
+    path = tmp_path / "bells.wav"
+    path.write_bytes(wav)
+    pg.goto(server.url + "/modes/audio/")
+    # Type checked in the page before any upload.
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not audio")
+    pg.set_input_files("#id_file", str(bad))
+    assert "Not an audio file" in pg.inner_text(".file-error")
+    pg.fill("#id_model", "sim-whisper?ttft_ms=100&delay_ms=150")
+    pg.set_input_files("#id_file", str(path))
+    assert pg.locator(".file-error").is_hidden()
+    pg.select_option("#id_response_format", "json")
+    assert pg.is_checked("#id_stream")
+    pg.click("button.run-btn")
+    pg.wait_for_url("**/modes/r/**")
+    _, segments = segments_for(wav, "transcribe")
+    expected = " ".join(s["text"] for s in segments)
+    pg.wait_for_selector("#run-status[data-status='complete']", state="attached", timeout=15_000)
+    assert pg.inner_text("#transcript") == expected
+    deltas = [json.loads(f) for f in frames if '"t": "delta"' in f]
+    assert len(deltas) >= 2 and "".join(d["text"] for d in deltas) == expected  # streamed over the socket
+    assert pg.inner_text("[data-metric='TTFT'] dd") not in ("", "—")
+    assert pg.inner_text("[data-metric='total'] dd") not in ("", "—")
+    sent = [r for r in server.sim_requests() if str(r.get("path", "")).endswith("/audio/transcriptions")][-1]
+    assert sent["body"]["stream"] == "true" and sent["body"]["response_format"] == "json"
+    assert "bells.wav" in sent["body"]["file"]
+    # verbose_json (not streamed: the seed's stream carries no segments): timed segments.
+    pg.goto(server.url + "/modes/audio/")
+    pg.fill("#id_model", "sim-whisper?ttft_ms=100&delay_ms=150")
+    pg.set_input_files("#id_file", str(path))
+    pg.select_option("#id_response_format", "verbose_json")
+    pg.uncheck("#id_stream")
+    pg.click("button.run-btn")
+    pg.wait_for_selector(".segments li", timeout=15_000)
+    assert pg.inner_text("#transcript") == expected
+    assert pg.locator(".segments li").count() == len(segments) == 4
+    assert "6.00–7.00 s" in pg.locator(".segments li").nth(3).inner_text()
+    # The audio plays beside the segments; a segment seeks the player.
+    assert pg.eval_on_selector("#run-audio", "a => new Promise(r => { if (a.readyState >= 1) r(a.duration); else a.addEventListener('loadedmetadata', () => r(a.duration)); })") == pytest.approx(7.0, abs=0.05)
+    pg.click(".segments li:nth-child(3) .seg-play")
+    for _ in range(50):
+        if pg.eval_on_selector("#run-audio", "a => a.currentTime") >= 4:
+            break
+        pg.wait_for_timeout(100)
+    assert pg.eval_on_selector("#run-audio", "a => a.currentTime") >= 4
+    pg.screenshot(path=str(DOCS / "modes-audio.png"), full_page=True)

@@ -173,3 +173,35 @@ def test_inspect_and_code_views(alice):
     assert "/simulator/v1/completions" in code and "&quot;prompt&quot;: &quot;Hello&quot;" in code
     assert "&quot;logprobs&quot;: 1" in code
     assert endpoint.get_api_key() not in code
+
+
+def test_audio_upload_checks_and_ownership(alice, bob, settings):  # noqa: ANN001
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.test_modes_providers import make_wav
+    settings.PLAYGROUND_MAX_ATTACHMENT_BYTES = 50_000
+    c = client_for(alice)
+    endpoint = Endpoint.objects.filter(owner=alice).first()
+    base = {"endpoint": endpoint.pk, "model": "sim-whisper", "task": "transcription", "response_format": "verbose_json",
+            "stream": "on"}
+    r = c.post("/modes/audio/", {**base, "file": SimpleUploadedFile("big.wav", make_wav(5.0), "audio/wav")})
+    assert r.status_code == 400 and b"at most 50,000" in r.content
+    r = c.post("/modes/audio/", {**base, "file": SimpleUploadedFile("notes.txt", b"hello", "text/plain")})
+    assert r.status_code == 400 and b"Not an audio file" in r.content
+    r = c.post("/modes/audio/", base)
+    assert r.status_code == 400 and b"Choose an audio file or record one" in r.content
+    assert not ModeRun.objects.exists()
+    wav = make_wav(1.0)
+    r = c.post("/modes/audio/", {**base, "task": "translation", "language": "es",
+                                 "file": SimpleUploadedFile("hi.wav", wav, "audio/wav")})
+    run = ModeRun.objects.get()
+    assert r.status_code == 302 and run.kind == "translation" and bytes(run.audio) == wav
+    assert run.params == {"response_format": "verbose_json", "stream": True, "language": "es"}
+    got = c.get(f"/modes/r/{run.pk}/audio")
+    assert got.status_code == 200 and got["Content-Type"] == "audio/wav" and got.content == wav
+    code = c.get(f"/modes/r/{run.pk}/code/").content.decode()
+    assert "/simulator/v1/audio/translations" in code and "file=@hi.wav" in code
+    other = client_for(bob)
+    assert other.get(f"/modes/r/{run.pk}/audio").status_code == 404
+    assert other.get(f"/modes/r/{run.pk}/").status_code == 404
+    assert b"hi.wav" not in other.get("/modes/audio/").content

@@ -22,7 +22,7 @@ from chat import db
 from chat.consumers import resolve_base_url
 from chat.modes import runner, selectors, services
 from chat.modes.models import ModeKind, ModeRun, RunStatus
-from chat.modes.requests import completion_request, embeddings_request
+from chat.modes.requests import audio_request, completion_request, embeddings_request
 from chat.providers.base import EndpointConfig
 
 log = logging.getLogger(__name__)
@@ -81,8 +81,10 @@ class ModeRunConsumer(AsyncWebsocketConsumer):
             prompt_price, completion_price = _prices(run)
             coro = runner.run_completion(run.pk, user.pk, config, completion_request(run), push,
                                          prompt_price=prompt_price, completion_price=completion_price)
-        else:
+        elif run.kind == ModeKind.EMBEDDINGS:
             coro = runner.run_embeddings(run.pk, user.pk, config, embeddings_request(run), push)
+        else:
+            coro = runner.run_audio(run.pk, user.pk, config, audio_request(run), push)
         runner.start(run.pk, coro)
 
     async def _send(self, frame: dict[str, Any]) -> None:

@@ -125,3 +125,55 @@ class EmbeddingsForm(EndpointModelForm):
 
     def params(self) -> dict[str, Any]:
         return {"encoding_format": self.cleaned_data.get("encoding_format") or ""}
+
+
+#: Audio: the seed's types (by extension or media type) and size limit (25 MB), capped by the
+#: site's upload limit (``PLAYGROUND_MAX_ATTACHMENT_BYTES``).
+AUDIO_EXTENSIONS = ("flac", "mp3", "mp4", "mpeg", "mpga", "m4a", "ogg", "oga", "opus", "wav", "webm")
+AUDIO_TYPES = ("audio/", "video/mp4", "video/webm", "video/mpeg", "application/ogg")
+SEED_AUDIO_LIMIT = 25 * 1024 * 1024
+LANGUAGES = ("en", "es", "fr", "de", "it", "pt", "nl", "ja", "zh", "ru", "ko", "ar", "hi", "pl", "tr", "sv")
+
+
+def audio_limit() -> int:
+    """Largest audio file accepted, bytes."""
+    return min(SEED_AUDIO_LIMIT, _limit("PLAYGROUND_MAX_ATTACHMENT_BYTES", 10 * 1024 * 1024))
+
+
+class AudioForm(EndpointModelForm):
+    """A transcription or translation: the file (uploaded or recorded in the page) and seed 002
+    ``TranscriptionTranslationRequestProperties``."""
+
+    task = forms.ChoiceField(choices=[("transcription", "Transcription"), ("translation", "Translation (to English)")])
+    file = forms.FileField(required=False, help_text="FLAC, MP3, MP4, M4A, Ogg, WAV or WebM; or record below.")
+    language = forms.ChoiceField(choices=[("", "auto"), *[(c, c) for c in LANGUAGES]], required=False)
+    prompt = forms.CharField(required=False, max_length=2000, widget=forms.TextInput())
+    response_format = forms.ChoiceField(help_text="Segments come with verbose_json when not streamed.", choices=[("json", "json"), ("text", "text"),
+                                                 ("verbose_json", "verbose_json (segments)")], initial="verbose_json")
+    temperature = forms.FloatField(required=False, min_value=0, max_value=1)
+    stream = forms.BooleanField(required=False, initial=True)
+
+    def clean_file(self) -> Any:
+        upload = self.cleaned_data.get("file")
+        if upload is None:
+            raise forms.ValidationError("Choose an audio file or record one.")
+        limit = audio_limit()
+        if upload.size > limit:
+            raise forms.ValidationError(f"The file has {upload.size:,} bytes: at most {limit:,}.")
+        if upload.size == 0:
+            raise forms.ValidationError("The file is empty.")
+        ext = upload.name.rsplit(".", 1)[-1].lower() if "." in upload.name else ""
+        media = (upload.content_type or "").split(";")[0].strip().lower()
+        if ext not in AUDIO_EXTENSIONS and not media.startswith(AUDIO_TYPES):
+            raise forms.ValidationError("Not an audio file the API takes (FLAC, MP3, MP4, MPEG, MPGA, M4A, Ogg, WAV, WebM).")
+        return upload
+
+    def params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        out: dict[str, Any] = {"response_format": d["response_format"], "stream": bool(d.get("stream"))}
+        for k in ("language", "prompt"):
+            if d.get(k):
+                out[k] = d[k]
+        if d.get("temperature") is not None:
+            out["temperature"] = d["temperature"]
+        return out

@@ -34,7 +34,7 @@ from django.conf import settings
 from chat import db
 from chat.metrics import TurnClock, compute_metrics, usage_dict
 from chat.modes import services
-from chat.providers import openai_completions, openai_embeddings
+from chat.providers import openai_audio, openai_completions, openai_embeddings
 from chat.providers.base import (
     EndpointConfig,
     Finish,
@@ -265,3 +265,84 @@ async def _final(run_id: uuid.UUID, push: Push, status: str, **fields: Any) -> N
         log.error("final write of mode run %s failed: %s", run_id, type(exc).__name__)
         status = "error"
     push({"t": "final", "status": status})
+
+
+async def run_audio(run_id: uuid.UUID, user_id: int, config: EndpointConfig, request: openai_audio.AudioRequest,
+                    push: Push) -> None:
+    """Transcribe or translate one file; streamed text goes out as deltas (TTFT and total
+    measured as for chat); segments, usage and the text are stored once."""
+    frame_s = float(settings.PLAYGROUND_FRAME_INTERVAL_S)
+    secrets = secret_variants(config.secrets())
+    filt = SecretFilter(secrets)
+    tc = TurnClock()
+    pieces: list[str] = []
+    pending: list[str] = []
+    raw_events: list[dict[str, str]] = []
+    raw_bytes = 0
+    usage: Usage | None = None
+    result: dict[str, Any] = {}
+    finish = ""
+    status, error = "complete", {}
+    admitted = False
+    last_frame = 0.0
+
+    def flush() -> None:
+        nonlocal last_frame
+        if pending:
+            push({"t": "delta", "text": "".join(pending), "lp": []})
+            pending.clear()
+        last_frame = time.monotonic()
+
+    try:
+        await _admitted(user_id, push)
+        admitted = True
+        events = openai_audio.stream(get_client(), config, request)
+        tc.sent()
+        async with asyncio.timeout(float(getattr(settings, "PLAYGROUND_MAX_TURN_S", 1800.0))):
+            async for ev in events:
+                if isinstance(ev, TextDelta):
+                    tc.token(answer=True)
+                    piece = filt.feed(valid_text(ev.text))
+                    if piece:
+                        pieces.append(piece)
+                        pending.append(piece)
+                elif isinstance(ev, RawEvent):
+                    tc.byte()
+                    if len(raw_events) < MAX_RAW_EVENTS and raw_bytes < MAX_RAW_BYTES:
+                        raw_bytes += len(ev.data)
+                        raw_events.append({"event": ev.event, "data": ev.data})
+                elif isinstance(ev, openai_audio.Segments):
+                    result = {"segments": [{**s, "text": valid_text(s["text"])} for s in ev.items[:10_000]],
+                              "duration": ev.duration, "language": ev.language}
+                elif isinstance(ev, Usage):
+                    usage = ev
+                elif isinstance(ev, Finish):
+                    finish = ev.reason or ""
+                elif isinstance(ev, ResponseStarted):
+                    tc.byte()
+                if time.monotonic() - last_frame >= frame_s:
+                    flush()
+    except asyncio.CancelledError:
+        status = "stopped"
+    except TimeoutError:
+        status, error = "error", {"message": "The transcription took longer than PLAYGROUND_MAX_TURN_S.", "code": "turn_timeout"}
+    except ProviderError as exc:
+        status, error = "error", exc.as_dict()
+    except Exception as exc:
+        log.error("mode run %s failed: %s", run_id, type(exc).__name__, exc_info=True)
+        status, error = "error", {"message": f"Internal error: {type(exc).__name__}", "code": "internal_error"}
+    finally:
+        if admitted:
+            _release(user_id)
+    tail = filt.flush()
+    if tail:
+        pieces.append(tail)
+        pending.append(tail)
+    flush()
+    url, headers, fields = openai_audio.build_request(config, request)
+    metrics = compute_metrics(tc, usage)
+    inspect = {"request": redacted_request(config, url, headers, fields), "events": raw_events,
+               "events_truncated": len(raw_events) >= MAX_RAW_EVENTS or raw_bytes >= MAX_RAW_BYTES}
+    await _final(run_id, push, status, output=valid_text("".join(pieces)), finish_reason=finish[:40],
+                 usage=finite(usage_dict(usage)), metrics=finite(metrics), error=finite(error),
+                 inspect=finite(inspect), result=finite(result))

@@ -28,18 +28,22 @@ from django.views.decorators.http import require_POST, require_safe
 from chat import codegen, frames
 from chat.models import Endpoint
 from chat.modes import selectors, services
-from chat.modes.forms import CompletionForm, EmbeddingsForm
+from chat.modes.forms import AudioForm, CompletionForm, EmbeddingsForm, audio_limit
 from chat.modes.models import ModeKind, ModeRun
-from chat.modes.requests import completion_request, embeddings_request
-from chat.providers import openai_completions, openai_embeddings
+from chat.modes.requests import audio_request, completion_request, embeddings_request
+from chat.providers import openai_audio, openai_completions, openai_embeddings
 from chat.providers.base import EndpointConfig
 
 #: Largest similarity matrix drawn (texts); the nearest view works for every run.
 MAX_HEATMAP = 64
 
-FORMS = {ModeKind.COMPLETION: CompletionForm, ModeKind.EMBEDDINGS: EmbeddingsForm}
-TEMPLATES = {ModeKind.COMPLETION: "modes/completion.html", ModeKind.EMBEDDINGS: "modes/embeddings.html"}
-DEFAULT_MODELS = {ModeKind.COMPLETION: "sim-fast", ModeKind.EMBEDDINGS: "sim-embed"}
+FORMS = {ModeKind.COMPLETION: CompletionForm, ModeKind.EMBEDDINGS: EmbeddingsForm,
+         ModeKind.TRANSCRIPTION: AudioForm, ModeKind.TRANSLATION: AudioForm}
+TEMPLATES = {ModeKind.COMPLETION: "modes/completion.html", ModeKind.EMBEDDINGS: "modes/embeddings.html",
+             ModeKind.TRANSCRIPTION: "modes/audio.html", ModeKind.TRANSLATION: "modes/audio.html"}
+DEFAULT_MODELS = {ModeKind.COMPLETION: "sim-fast", ModeKind.EMBEDDINGS: "sim-embed",
+                  ModeKind.TRANSCRIPTION: "sim-whisper", ModeKind.TRANSLATION: "sim-whisper"}
+AUDIO_KINDS = (ModeKind.TRANSCRIPTION, ModeKind.TRANSLATION)
 
 
 def _endpoints(user: AbstractBaseUser) -> list[Endpoint]:
@@ -52,8 +56,10 @@ def _initial(kind: str, user: AbstractBaseUser, run: ModeRun | None) -> dict[str
         if kind == ModeKind.COMPLETION:
             data["prompt"] = run.prompt
             data["stop"] = "\n".join(s.replace("\n", "\\n") for s in run.params.get("stop", []))
-        else:
+        elif kind == ModeKind.EMBEDDINGS:
             data["texts"] = "\n".join(run.inputs)
+        else:
+            data["task"] = kind
         return data
     endpoints = _endpoints(user)
     data = {"model": DEFAULT_MODELS[kind]}
@@ -63,14 +69,18 @@ def _initial(kind: str, user: AbstractBaseUser, run: ModeRun | None) -> dict[str
             data["model"] = endpoints[0].default_model
     if kind == ModeKind.COMPLETION:
         data["max_tokens"] = 128
-    else:
+    elif kind == ModeKind.EMBEDDINGS:
         data["encoding_format"] = "float"
+    else:
+        data.update({"task": kind, "response_format": "verbose_json", "stream": True})
     return data
 
 
 def _page(request: HttpRequest, kind: str, form: Any, run: ModeRun | None, status: int = 200) -> HttpResponse:
     context: dict[str, Any] = {
-        "kind": kind, "form": form, "run": run, "history": selectors.run_list_for_user(user=request.user, kind=kind),
+        "kind": "audio" if kind in AUDIO_KINDS else kind, "form": form, "run": run,
+        "history": selectors.run_list_for_user(user=request.user, kind=AUDIO_KINDS if kind in AUDIO_KINDS else kind),
+        "audio_limit": audio_limit(),
         "models": sorted({i.get("id") for e in _endpoints(request.user) for i in (e.models_cache or []) if i.get("id")}),
     }
     if run is not None:
@@ -81,10 +91,15 @@ def _page(request: HttpRequest, kind: str, form: Any, run: ModeRun | None, statu
 def _mode_page(request: HttpRequest, kind: str) -> HttpResponse:
     form_class = FORMS[kind]
     if request.method == "POST":
-        form = form_class(request.POST, user=request.user)
+        form = form_class(request.POST, request.FILES, user=request.user)
         if form.is_valid():
             d = form.cleaned_data
-            if kind == ModeKind.COMPLETION:
+            if kind in AUDIO_KINDS:
+                upload = d["file"]
+                run = services.run_create(user=request.user, endpoint=d["endpoint"], kind=d["task"], model=d["model"],
+                                          params=form.params(), prompt=d.get("prompt", ""), audio=upload.read(),
+                                          audio_name=upload.name[:200], audio_type=(upload.content_type or "")[:100])
+            elif kind == ModeKind.COMPLETION:
                 run = services.run_create(user=request.user, endpoint=d["endpoint"], kind=kind, model=d["model"],
                                           params=form.params(), prompt=d["prompt"])
             else:
@@ -98,6 +113,11 @@ def _mode_page(request: HttpRequest, kind: str) -> HttpResponse:
 def completion(request: HttpRequest) -> HttpResponse:
     """The raw completion page (GET) or a new run (POST)."""
     return _mode_page(request, ModeKind.COMPLETION)
+
+
+def audio(request: HttpRequest) -> HttpResponse:
+    """The transcription / translation page (GET) or a new run (POST, multipart)."""
+    return _mode_page(request, ModeKind.TRANSCRIPTION)
 
 
 def embeddings(request: HttpRequest) -> HttpResponse:
@@ -177,6 +197,8 @@ def run_context(run: ModeRun) -> dict[str, Any]:
         "error_hint": frames.error_hint(run.error) if run.error else "",
         "streaming": run.status in ("pending", "streaming"),
     }
+    if run.kind in AUDIO_KINDS:
+        ctx["segments"] = (run.result or {}).get("segments", [])
     if run.kind == ModeKind.COMPLETION:
         tokens = _logprob_tokens(run.logprobs or [])
         ctx["lp_tokens"] = tokens if "".join(t["token"] for t in tokens) == run.output else []
@@ -263,13 +285,30 @@ def run_code(request: HttpRequest, run_id: str) -> HttpResponse:
     config = EndpointConfig(base_url=base, api_key="set" if (endpoint.api_key_encrypted or endpoint.is_simulator) else "",
                             extra_headers={k: "" for k in endpoint.extra_header_names or []},
                             stream_options=endpoint.stream_options)
-    if run.kind == ModeKind.COMPLETION:
+    if run.kind in AUDIO_KINDS:
+        s = codegen.audio_snippets(openai_audio.build_request, config, audio_request(run), endpoint_name=endpoint.name,
+                                   filename=run.audio_name or "audio.wav")
+    elif run.kind == ModeKind.COMPLETION:
         s = codegen.snippets_for(openai_completions.build_request, config, completion_request(run),
                                  endpoint_name=endpoint.name)
     else:
         s = codegen.snippets_for(openai_embeddings.build_request, config, embeddings_request(run),
                                  endpoint_name=endpoint.name)
     return render(request, "modes/code.html", {"s": s, "endpoint": endpoint})
+
+
+@require_safe
+def run_audio_file(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The audio of a run of the user, for the page's player (an audio media type only; other
+    types are sent as ``application/octet-stream``)."""
+    run = selectors.run_get_for_user(user=request.user, run_id=run_id)
+    if run.kind not in AUDIO_KINDS or not run.audio:
+        raise Http404("No audio")
+    media = run.audio_type.split(";")[0].strip().lower()
+    response = HttpResponse(bytes(run.audio), content_type=media if media.startswith("audio/") else "application/octet-stream")
+    response["Content-Disposition"] = "inline"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def mode_urls(run: ModeRun) -> dict[str, str]:

@@ -7,7 +7,7 @@
     const url = status.dataset.ws;
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const ws = new WebSocket(scheme + location.host + url);
-    const target = document.getElementById("raw-completion");
+    const target = document.querySelector("[data-stream-target]");
     const state = status.querySelector(".run-state");
     let ended = false;
     ws.addEventListener("message", function (event) {
@@ -35,6 +35,59 @@
     });
   }
 
+  // Size and type checked in the page before anything is uploaded (the server checks again).
+  const AUDIO_EXT = ["flac", "mp3", "mp4", "mpeg", "mpga", "m4a", "ogg", "oga", "opus", "wav", "webm"];
+  function checkFile(input) {
+    const out = input.closest("label").querySelector(".file-error");
+    const f = input.files && input.files[0];
+    let problem = "";
+    if (f) {
+      const ext = (f.name.split(".").pop() || "").toLowerCase();
+      const max = parseInt(input.dataset.maxBytes, 10);
+      if (f.size > max) problem = "The file has " + f.size.toLocaleString() + " bytes: at most " + max.toLocaleString() + ".";
+      else if (!f.size) problem = "The file is empty.";
+      else if (AUDIO_EXT.indexOf(ext) < 0 && !(f.type || "").startsWith("audio/")) problem = "Not an audio file the API takes (FLAC, MP3, MP4, MPEG, MPGA, M4A, Ogg, WAV, WebM).";
+    }
+    out.textContent = problem;
+    out.hidden = !problem;
+    input.setCustomValidity(problem);
+    return !problem;
+  }
+
+  // Record in the browser (MediaRecorder); the recording becomes the form's file.
+  function recorder(button, input) {
+    const state = document.getElementById("record-state");
+    if (!window.MediaRecorder || !navigator.mediaDevices) { button.disabled = true; state.textContent = "Recording is not available in this browser."; return; }
+    let rec = null;
+    let chunks = [];
+    button.addEventListener("click", async function () {
+      if (rec && rec.state === "recording") { rec.stop(); return; }
+      try {
+        const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+        chunks = [];
+        rec = new MediaRecorder(stream);
+        rec.addEventListener("dataavailable", function (e) { if (e.data.size) chunks.push(e.data); });
+        rec.addEventListener("stop", function () {
+          stream.getTracks().forEach(function (t) { t.stop(); });
+          const type = (rec.mimeType || "audio/webm").split(";")[0];
+          const ext = type.indexOf("ogg") >= 0 ? "ogg" : type.indexOf("mp4") >= 0 ? "m4a" : "webm";
+          const fileObj = new File(chunks, "recording." + ext, { type: type });
+          const dt = new DataTransfer();
+          dt.items.add(fileObj);
+          input.files = dt.files;
+          checkFile(input);
+          button.textContent = "● Record";
+          state.textContent = "Recorded " + fileObj.size.toLocaleString() + " bytes (" + type + ").";
+        });
+        rec.start();
+        button.textContent = "■ Stop recording";
+        state.textContent = "Recording…";
+      } catch (err) {
+        state.textContent = "Cannot record: " + err.message;
+      }
+    });
+  }
+
   function init() {
     const status = document.getElementById("run-status");
     if (status && status.dataset.ws) follow(status);
@@ -51,6 +104,20 @@
         if (out) out.textContent = cell.title;
       });
     });
+
+    document.querySelectorAll(".seg-play").forEach(function (button) {
+      button.addEventListener("click", function () {
+        const player = document.getElementById("run-audio");
+        if (!player) return;
+        player.currentTime = parseFloat(button.dataset.start) || 0;
+        player.play().catch(function () {});
+      });
+    });
+
+    const file = document.getElementById("id_file");
+    if (file) file.addEventListener("change", function () { checkFile(file); });
+    const record = document.getElementById("record-btn");
+    if (record) recorder(record, file);
 
     const form = document.getElementById("mode-form");
     if (form) form.addEventListener("keydown", function (event) {
