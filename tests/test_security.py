@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from chat import middleware, services
 from chat.models import Attachment, Conversation, Endpoint, Message, MessageStatus, SiteSettings
+from chat.modes.models import ModeRun
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-9"
@@ -113,9 +114,13 @@ def objects(alice) -> dict[str, Any]:  # noqa: ANN001
         user=alice, name="Other", base_url="http://127.0.0.1:9/v1", api_key="sk-objects-1234567890",
     )
     SiteSettings.objects.update_or_create(pk=1, defaults={"open_signup": True})
+    run = ModeRun.objects.create(  # issue 14: a finished embeddings run (modes URLs)
+        owner=alice, endpoint=endpoint, endpoint_name=endpoint.name, kind="embeddings", model="sim-embed",
+        inputs=["a", "b"], vectors=b"\x00\x00\x80?" * 4, dims=2, status="complete",
+    )
     return {
         "conversation_id": conversation.pk, "message_id": answer.pk, "attachment_id": attachment.pk,
-        "endpoint_id": endpoint.pk,
+        "endpoint_id": endpoint.pk, "run_id": run.pk, "fmt": "json",
     }
 
 
@@ -137,6 +142,7 @@ PARAMETERS = sorted({
     "presence_penalty", "reasoning_effort", "thinking_budget", "enable_thinking", "response_format",
     "schema_name", "schema_strict", "json_schema", "tools", "tool_choice", "logprobs",
     "top_logprobs", "session_id",
+    "prompt", "texts", "encoding_format", "task", "language", "endpoint",  # modes (issue 14)
 })
 
 
