@@ -219,3 +219,61 @@ def test_transcription_of_an_uploaded_wav_streams_with_segments(server, page, tm
         pg.wait_for_timeout(100)
     assert pg.eval_on_selector("#run-audio", "a => a.currentTime") >= 4
     pg.screenshot(path=str(DOCS / "modes-audio.png"), full_page=True)
+
+
+def test_stop_keeps_the_text_and_another_user_cannot_start_a_pending_run(server, page, chromium) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server, password=PASSWORD)
+    # Stop: the run ends "stopped" with the text so far.
+    pg.goto(server.url + "/modes/completion/")
+    pg.fill("#id_model", "sim-fast?ttft_ms=50&delay_ms=150")
+    pg.fill("#id_prompt", "Count slowly")
+    pg.fill("#id_max_tokens", "200")
+    pg.click("button.run-btn")
+    pg.wait_for_url("**/modes/r/**")
+    for _ in range(100):
+        if len(pg.inner_text("#raw-completion")) > 10:
+            break
+        pg.wait_for_timeout(50)
+    pg.click("button.stop-run")
+    pg.wait_for_selector(".stopped-note", timeout=15_000)
+    stored = server.query("select status, output from chat_moderun")[0]
+    assert stored[0] == "stopped" and 10 < len(stored[1]) and pg.inner_text("#raw-completion") == stored[1]
+    assert pg.inner_text("[data-metric='completion'] dd") in ("—", "")  # no usage for a stopped stream
+
+    # A pending run of the admin (made without opening its page) cannot be started by another user.
+    token = next(c["value"] for c in pg.context.cookies() if c["name"] == "csrftoken")
+    endpoint_id = server.query("select id from chat_endpoint")[0][0]
+    response = pg.request.post(server.url + "/modes/completion/", max_redirects=0, headers={"X-CSRFToken": token},
+                               form={"endpoint": str(endpoint_id), "model": "sim-fast", "prompt": "secret prompt"})
+    assert response.status == 302
+    run_path = response.headers["location"]
+    rid = run_path.rstrip("/").rsplit("/", 1)[1]
+    pg.goto(server.url + "/users/")
+    pg.fill("#id_username", "bea")
+    pg.fill("#id_password1", "bea-password-77")
+    pg.fill("#id_password2", "bea-password-77")
+    pg.click("button:has-text('Add user')")
+    pg.wait_for_selector("li:has-text('bea')")
+    posts = sum(1 for r in server.sim_requests() if r.get("method") == "POST")
+    other = chromium.new_context()
+    try:
+        pg2 = other.new_page()
+        login(pg2, server, "bea", "bea-password-77")
+        pg2.goto(server.url + "/modes/completion/")
+        code = pg2.evaluate("""rid => new Promise(resolve => {
+            const ws = new WebSocket(`ws://${location.host}/ws/modes/${rid}/`);
+            ws.onclose = e => resolve(e.code);
+        })""", rid)
+        assert code == 4404
+        assert pg2.goto(server.url + run_path).status == 404
+        pg2.goto(server.url + "/modes/completion/")
+        assert "secret prompt" not in pg2.content()
+    finally:
+        other.close()
+    assert server.query("select status from chat_moderun where prompt = 'secret prompt'")[0][0] == "pending"
+    assert sum(1 for r in server.sim_requests() if r.get("method") == "POST") == posts
+    # Its owner starts it by opening it.
+    pg.goto(server.url + run_path)
+    pg.wait_for_selector("#run-status[data-status='complete']", state="attached", timeout=15_000)
+    assert pg.inner_text(".raw-prompt-text") == "secret prompt"

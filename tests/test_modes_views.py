@@ -205,3 +205,19 @@ def test_audio_upload_checks_and_ownership(alice, bob, settings):  # noqa: ANN00
     assert other.get(f"/modes/r/{run.pk}/audio").status_code == 404
     assert other.get(f"/modes/r/{run.pk}/").status_code == 404
     assert b"hi.wav" not in other.get("/modes/audio/").content
+
+
+def test_a_streaming_run_whose_heartbeat_stopped_shows_interrupted(alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    run = mode_services.run_create(user=alice, endpoint=Endpoint.objects.filter(owner=alice).first(),
+                                   kind="completion", model="sim-fast", params={}, prompt="p")
+    assert mode_services.run_claim(run_id=run.pk) and not mode_services.run_claim(run_id=run.pk)
+    mode_services.run_partial(run_id=run.pk, output="partial")
+    c = client_for(alice)
+    page = c.get(f"/modes/r/{run.pk}/").content.decode()
+    assert 'data-status="streaming"' in page and "Interrupted" not in page and "partial" in page
+    ModeRun.objects.filter(pk=run.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    page = c.get(f"/modes/r/{run.pk}/").content.decode()
+    assert 'data-status="interrupted"' in page and "Interrupted" in page and "partial" in page

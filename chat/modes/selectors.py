@@ -46,3 +46,12 @@ def model_context_length(endpoint: Endpoint, model: str) -> int | None:
         if info.get("id") == model and isinstance(info.get("context_length"), int):
             return info["context_length"]
     return None
+
+
+def run_is_stale(run: ModeRun) -> bool:
+    """A ``streaming`` run whose heartbeat stopped (its server went away mid-run): shown as
+    interrupted with what was saved, instead of waiting forever."""
+    from django.utils import timezone
+
+    from chat.selectors import stale_after_s
+    return run.status == "streaming" and (timezone.now() - run.updated_at).total_seconds() > max(30.0, stale_after_s())

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
 
 from chat.models import Endpoint
 from chat.modes.models import ModeRun, RunStatus
@@ -28,15 +29,16 @@ def run_create(*, user: AbstractBaseUser, endpoint: Endpoint, kind: str, model: 
 
 def run_claim(*, run_id: uuid.UUID) -> bool:
     """Move a pending run to streaming; False when another socket claimed it first (or it ran)."""
-    return ModeRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(status=RunStatus.STREAMING) == 1
+    return ModeRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+        status=RunStatus.STREAMING, updated_at=timezone.now()) == 1
 
 
 def run_partial(*, run_id: uuid.UUID, output: str) -> None:
-    """The heartbeat: the text so far of a streaming run."""
-    ModeRun.objects.filter(pk=run_id, status=RunStatus.STREAMING).update(output=output)
+    """The heartbeat: the text so far of a streaming run (and its time, see ``run_is_stale``)."""
+    ModeRun.objects.filter(pk=run_id, status=RunStatus.STREAMING).update(output=output, updated_at=timezone.now())
 
 
 def run_finish(*, run_id: uuid.UUID, status: str, **fields: Any) -> None:
     """The final row: ``status`` and any of output, vectors, dims, result, logprobs, usage,
     metrics, error, inspect, finish_reason."""
-    ModeRun.objects.filter(pk=run_id).update(status=status, **fields)
+    ModeRun.objects.filter(pk=run_id).update(status=status, updated_at=timezone.now(), **fields)

@@ -195,7 +195,8 @@ def run_context(run: ModeRun) -> dict[str, Any]:
     ctx: dict[str, Any] = {
         "metric_items": frames.metric_items(run.metrics or {}, run.usage or {}, run.finish_reason),
         "error_hint": frames.error_hint(run.error) if run.error else "",
-        "streaming": run.status in ("pending", "streaming"),
+        "streaming": run.status in ("pending", "streaming") and not selectors.run_is_stale(run),
+        "stale": selectors.run_is_stale(run),
     }
     if run.kind in AUDIO_KINDS:
         ctx["segments"] = (run.result or {}).get("segments", [])
