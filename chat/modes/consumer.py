@@ -71,11 +71,14 @@ class ModeRunConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=json.dumps({"t": "final", "status": "claimed"}))
             return
         config = config_for(run, self.scope)
-        loop = asyncio.get_running_loop()
+        # Frames go through one queue drained by one writer task: in order, and pushing never
+        # awaits (the runner's token path never waits for this socket).
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.writer = asyncio.get_running_loop().create_task(self._write())
 
         def push(frame: dict[str, Any]) -> None:
             if self.open:
-                loop.create_task(self._send(frame))
+                self.queue.put_nowait(frame)
 
         if run.kind == ModeKind.COMPLETION:
             prompt_price, completion_price = _prices(run)
@@ -87,11 +90,13 @@ class ModeRunConsumer(AsyncWebsocketConsumer):
             coro = runner.run_audio(run.pk, user.pk, config, audio_request(run), push)
         runner.start(run.pk, coro)
 
-    async def _send(self, frame: dict[str, Any]) -> None:
-        try:
-            await self.send(text_data=json.dumps(frame))
-        except Exception:  # the socket closed meanwhile
-            self.open = False
+    async def _write(self) -> None:
+        while self.open:
+            frame = await self.queue.get()
+            try:
+                await self.send(text_data=json.dumps(frame))
+            except Exception:  # the socket closed meanwhile
+                self.open = False
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not self.open or not text_data or len(text_data) > 1000:
@@ -105,3 +110,6 @@ class ModeRunConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self.open = False  # the run goes on and saves itself; a closed tab does not stop it
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.cancel()
