@@ -294,7 +294,7 @@ async def test_audio_seed_stream_example_and_errors():
     data, ctype = encode_multipart(AudioRequest(task="translation", model="m", audio=b"\x00\x01", language="es",
                                                 temperature=0.2), boundary="b0")
     assert ctype == "multipart/form-data; boundary=b0"
-    assert b'name="language"' not in data  # translations are always into English
+    assert b'name="language"\r\n\r\nes\r\n' in data  # the input's language (seed 002's TranslationRequest example)
     assert b'name="temperature"\r\n\r\n0.2\r\n' in data and data.endswith(b"\x00\x01\r\n--b0--\r\n")
     async with sim_client() as client:
         _, error = await run_audio(client, AudioRequest(task="transcription", model="", audio=b"x"))

@@ -56,7 +56,7 @@ RESPONSE_FORMATS = ("json", "text", "verbose_json")
 class AudioRequest:
     """One transcription or translation. ``task``: ``transcription`` | ``translation``;
     ``audio``: the file's bytes with its ``filename`` and ``media_type``; ``language``
-    (ISO-639-1, transcription only), ``prompt``, ``response_format`` (one of
+    (ISO-639-1, the input's language), ``prompt``, ``response_format`` (one of
     :data:`RESPONSE_FORMATS`), ``temperature`` (None: unset), ``stream``."""
 
     task: str
@@ -87,7 +87,7 @@ class Segments:
 def form_fields(request: AudioRequest) -> dict[str, str]:
     """The text fields of the multipart body (what was set), in order."""
     fields = {"model": request.model}
-    if request.language and request.task == "transcription":
+    if request.language:  # the input's language, for translations too (seed 002's example)
         fields["language"] = request.language
     if request.prompt:
         fields["prompt"] = request.prompt
