@@ -34,6 +34,7 @@ import asyncio
 import itertools
 from typing import Any
 
+from .audio import handle_transcriptions, handle_translations
 from .completions import handle_chat_completions
 from .errors import (
     fault_response,
@@ -42,9 +43,8 @@ from .errors import (
     not_found,
     validation_error,
 )
-from .audio import handle_transcriptions, handle_translations
-from .legacy import handle_completions, handle_embeddings
 from .knobs import KNOB_HELP, MODELS, KnobError, parse_knobs, split_model
+from .legacy import handle_completions, handle_embeddings
 from .messages import handle_count_tokens, handle_messages
 from .recorder import Recorder
 from .responses import handle_responses
