@@ -3,6 +3,16 @@
 (function () {
   "use strict";
 
+  // The same tint classes as the final page (chat/modes/views.py _logprob_tokens).
+  function tokenSpan(token, logprob) {
+    const p = Math.exp(Math.min(0, Math.max(-1000, Number(logprob) || -1000)));
+    const span = document.createElement("span");
+    span.className = "lp " + (p >= 0.9 ? "p-high" : p >= 0.5 ? "p-mid" : p >= 0.2 ? "p-low" : "p-vlow");
+    span.title = (p * 100).toFixed(1) + "%";
+    span.textContent = token;
+    return span;
+  }
+
   function follow(status) {
     const url = status.dataset.ws;
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -14,7 +24,12 @@
       let frame;
       try { frame = JSON.parse(event.data); } catch (e) { return; }
       if (frame.t === "delta" && target) {
-        if (frame.text) target.appendChild(document.createTextNode(frame.text));
+        const lp = frame.lp || [];
+        if (lp.length && lp.map(function (t) { return t[0]; }).join("") === frame.text) {
+          lp.forEach(function (t) { target.appendChild(tokenSpan(t[0], t[1])); });  // tinted as it streams
+        } else if (frame.text) {
+          target.appendChild(document.createTextNode(frame.text));
+        }
         if (state) state.textContent = "Streaming…";
       } else if (frame.t === "queued" && state) {
         state.textContent = "Waiting for a slot (position " + frame.position + ")…";
