@@ -38,8 +38,10 @@ def test_raw_completion_streams_with_logprobs_and_continue_appends(server, page)
     pg.click("button.run-btn")
     pg.wait_for_url("**/modes/r/**")
     run_url = pg.url
-    # The final page: prompt, then the completion in its own colour as tinted logprob tokens.
+    # Tinted while it streams, then the final page: prompt, then the completion in its own
+    # colour as tinted logprob tokens with their alternatives.
     pg.wait_for_selector("#raw-completion .lp", timeout=15_000)
+    pg.wait_for_selector("#run-status[data-status='complete']", state="attached", timeout=15_000)
     assert pg.inner_text(".raw-prompt-text") == "The quick brown fox"
     completion = pg.inner_text("#raw-completion")
     assert completion.strip()
@@ -61,7 +63,7 @@ def test_raw_completion_streams_with_logprobs_and_continue_appends(server, page)
     # Continue: a new run whose prompt is the prompt + the completion.
     pg.click("button.continue-btn")
     pg.wait_for_url(lambda url: url != run_url and "/modes/r/" in url)
-    pg.wait_for_selector("#raw-completion .lp", timeout=15_000)
+    pg.wait_for_selector("#run-status[data-status='complete']", state="attached", timeout=15_000)
     assert pg.inner_text(".raw-prompt-text") == "The quick brown fox" + completion
     assert completion_requests(server)[-1]["body"]["prompt"] == "The quick brown fox" + completion
     # Both runs are in the history.

@@ -107,7 +107,8 @@ def test_raw_completion_and_embeddings_pages_on_llama_server(server, page, smoll
     pg.fill("#id_temperature", "0")
     pg.fill("#id_logprobs", "1")
     pg.click("button.run-btn")
-    pg.wait_for_selector("#raw-completion .lp", timeout=120_000)
+    pg.wait_for_selector("#run-status[data-status='complete']", state="attached", timeout=120_000)
+    assert pg.locator("#raw-completion .lp").count() >= 2
     assert "Paris" in pg.inner_text("#raw-completion")
     assert pg.inner_text("[data-metric='completion'] dd") == "8"
     assert pg.inner_text("[data-metric='TTFT'] dd") != "—"
