@@ -48,10 +48,12 @@ chromium:
 	  elif command -v sudo >/dev/null; then sudo apt-get update -qq && sudo apt-get install -y -qq chromium; \
 	  else echo "Chromium is missing and I cannot install it (need root or sudo): apt-get install chromium"; exit 1; fi; }
 
-# llama.cpp's llama-server built from the llama-cpp-python sdist, plus SmolLM2 and a tiny reasoning GGUF (cached).
+# llama.cpp's llama-server built from the llama-cpp-python sdist, plus SmolLM2, a tiny reasoning GGUF
+# and a tiny embedding GGUF (cached).
 llama: install-test
 	bash scripts/build-llama-server.sh
 	$(VENV)/bin/python scripts/make_think_gguf.py
+	$(VENV)/bin/python scripts/make_embed_gguf.py
 
 test: install-test chromium llama
 	$(VENV)/bin/lint-imports --no-cache

@@ -410,3 +410,89 @@ def snippets(config: EndpointConfig, request: ChatRequest, *, endpoint_name: str
         javascript=_javascript(url, headers, body), key_env=key_env, header_envs=header_envs,
         python_sdk=python_sdk,
     )
+
+
+def snippets_for(build_request: Any, config: EndpointConfig, request: Any, *, endpoint_name: str) -> Snippets:
+    """Snippets of a non-chat mode request (issue 14: ``/completions``, ``/embeddings``):
+    ``build_request(config, request) -> (url, headers, body)`` is the mode adapter's own
+    builder, called with placeholder secrets as in :func:`snippets`. curl, Python (standard
+    library, prints the raw answer) and JavaScript (fetch). Pure; raises nothing."""
+    key_env = env_name(endpoint_name) if config.api_key else ""
+    header_envs = _header_envs(list(config.extra_headers), {key_env} if key_env else set())
+    safe = EndpointConfig(
+        base_url=config.base_url, api_key=f"__ENV:{key_env}__" if key_env else "",
+        extra_headers={name: f"__ENV:{env}__" for name, env in header_envs.items()},
+        api_style=config.api_style, stream_options=config.stream_options,
+    )
+    url, headers, body = build_request(safe, request)
+    body = json.loads(json.dumps(body, default=json_default))
+    python = _python_stdlib(url, headers, body, "Standard library only (no package to install).")
+    return Snippets(url=url, body=body, curl=_curl(url, headers, body), python=python,
+                    javascript=_javascript(url, headers, body), key_env=key_env, header_envs=header_envs)
+
+
+def audio_snippets(build_request: Any, config: EndpointConfig, request: Any, *, endpoint_name: str,
+                   filename: str) -> Snippets:
+    """Snippets of a ``multipart/form-data`` audio request (issue 14): ``build_request`` gives
+    ``(url, headers, fields)`` with ``fields["file"]`` a placeholder; every snippet reads the
+    audio from ``filename`` in the current directory. curl ``-F``, Python (standard library,
+    multipart built by hand) and JavaScript (Node 18+ ``FormData``/``Blob``). Pure."""
+    key_env = env_name(endpoint_name) if config.api_key else ""
+    header_envs = _header_envs(list(config.extra_headers), {key_env} if key_env else set())
+    safe = EndpointConfig(
+        base_url=config.base_url, api_key=f"__ENV:{key_env}__" if key_env else "",
+        extra_headers={name: f"__ENV:{env}__" for name, env in header_envs.items()},
+        api_style=config.api_style, stream_options=config.stream_options,
+    )
+    url, headers, fields = build_request(safe, request)
+    fields = {k: v for k, v in fields.items() if k != "file"}
+    curl_lines = [f"curl -sSN {shlex.quote(url)}"]
+    curl_lines += [f"  -H {_sh_header(k, v)}" for k, v in headers.items()]
+    curl_lines += [f"  -F {shlex.quote(f'{k}={v}')}" for k, v in fields.items()]
+    curl_lines.append(f"  -F {shlex.quote('file=@' + filename)}")
+    curl = " \\\n".join(curl_lines) + "\n"
+    sent = {k: _py_value(v) for k, v in headers.items()}
+    python = "\n".join([
+        "# Standard library only (no package to install): the multipart body is built by hand.",
+        "import os",
+        "import urllib.request",
+        "import uuid",
+        "",
+        f"fields = {py_literal(fields)}",
+        f"filename = {filename!r}",
+        'boundary = uuid.uuid4().hex',
+        "body = b''",
+        "for name, value in fields.items():",
+        "    body += f'--{boundary}\\r\\nContent-Disposition: form-data; name=\"{name}\"\\r\\n\\r\\n{value}\\r\\n'.encode()",
+        "with open(filename, 'rb') as f:",
+        "    body += (f'--{boundary}\\r\\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\\r\\n'",
+        "             'Content-Type: application/octet-stream\\r\\n\\r\\n').encode() + f.read() + f'\\r\\n--{boundary}--\\r\\n'.encode()",
+        f"headers = {_py_dict(sent, 0)}",
+        "headers['Content-Type'] = f'multipart/form-data; boundary={boundary}'",
+        f"request = urllib.request.Request({url!r}, method='POST', headers=headers, data=body)",
+        "with urllib.request.urlopen(request) as response:",
+        "    for line in response:",
+        '        print(line.decode("utf-8"), end="", flush=True)',
+        "",
+    ])
+    uses_env = any(_PLACEHOLDER.search(v) for v in headers.values())
+    js = ["// Node 18+: fetch, FormData and Blob are built in. Save as request.js, run: node request.js",
+          'const fs = require("fs");']
+    if uses_env:
+        js += ["function env(name) {", "  const value = process.env[name];",
+               "  if (!value) throw new Error(`Set the environment variable ${name}`);", "  return value;", "}"]
+    js += ["const form = new FormData();"]
+    js += [f"form.append({json.dumps(k)}, {json.dumps(v)});" for k, v in fields.items()]
+    js += [f"form.append(\"file\", new Blob([fs.readFileSync({json.dumps(filename)})]), {json.dumps(filename)});",
+           "async function main() {",
+           f"  const res = await fetch({json.dumps(url)}, {{",
+           '    method: "POST",',
+           "    headers: {\n" + "".join(f"      {json.dumps(k)}: {_js_value(v)},\n" for k, v in headers.items()) + "    },",
+           "    body: form,",
+           "  });",
+           "  process.stdout.write(await res.text());",
+           "}",
+           "main().catch((err) => { console.error(err.message); process.exitCode = 1; });",
+           ""]
+    return Snippets(url=url, body=fields, curl=curl, python=python, javascript="\n".join(js), key_env=key_env,
+                    header_envs=header_envs)

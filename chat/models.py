@@ -291,3 +291,4 @@ class Message(models.Model):
 
 
 from chat.compare.models import Vote  # noqa: E402,F401  (comparison votes; chat.compare)
+from chat.modes.models import ModeRun  # noqa: E402,F401 - issue 14 modes (own module)

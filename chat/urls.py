@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from chat import views
 from chat.compare import views as compare_views
@@ -48,4 +48,5 @@ urlpatterns = [
     path("compare/<int:conversation_id>/delete/", compare_views.compare_delete, name="compare_delete"),
     path("compare/<int:conversation_id>/export.csv", compare_views.compare_export_csv, name="compare_export_csv"),
     path("compare/<int:conversation_id>/export.json", compare_views.compare_export_json, name="compare_export_json"),
+    path("modes/", include("chat.modes.urls")),  # issue 14
 ]

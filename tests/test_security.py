@@ -34,6 +34,8 @@ from django.utils import timezone
 
 from chat import middleware, services
 from chat.models import Attachment, Conversation, Endpoint, Message, MessageStatus, SiteSettings
+from chat.compare import services as compare_services
+from chat.modes.models import ModeRun
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-9"
@@ -95,7 +97,10 @@ def all_patterns(resolver: URLResolver | None = None, prefix: str = "", ns: str 
 def fill(route: str, ids: dict[str, Any]) -> str:
     """A concrete path for ``route`` (``c/<int:conversation_id>/`` → ``/c/12/``)."""
     def sub(m: re.Match[str]) -> str:
-        return str(ids[m.group(2)])
+        name = m.group(2)
+        if route.startswith("compare/") and f"compare_{name}" in ids:  # a comparison's own ids
+            return str(ids[f"compare_{name}"])
+        return str(ids[name])
 
     return "/" + re.sub(r"<(?:(\w+):)?(\w+)>", sub, route)
 
@@ -113,9 +118,16 @@ def objects(alice) -> dict[str, Any]:  # noqa: ANN001
         user=alice, name="Other", base_url="http://127.0.0.1:9/v1", api_key="sk-objects-1234567890",
     )
     SiteSettings.objects.update_or_create(pk=1, defaults={"open_signup": True})
+    run = ModeRun.objects.create(  # issue 14: a finished embeddings run (modes URLs)
+        owner=alice, endpoint=endpoint, endpoint_name=endpoint.name, kind="embeddings", model="sim-embed",
+        inputs=["a", "b"], vectors=b"\x00\x00\x80?" * 4, dims=2, status="complete",
+    )
+    comparison = compare_services.compare_create(user=alice)  # issue 11: a comparison and its lanes
+    lane = comparison.lanes.order_by("position").first()
     return {
         "conversation_id": conversation.pk, "message_id": answer.pk, "attachment_id": attachment.pk,
-        "endpoint_id": endpoint.pk,
+        "endpoint_id": endpoint.pk, "run_id": run.pk, "fmt": "json",
+        "compare_conversation_id": comparison.pk, "lane_id": lane.pk, "action": "duplicate",
     }
 
 
@@ -137,6 +149,7 @@ PARAMETERS = sorted({
     "presence_penalty", "reasoning_effort", "thinking_budget", "enable_thinking", "response_format",
     "schema_name", "schema_strict", "json_schema", "tools", "tool_choice", "logprobs",
     "top_logprobs", "session_id",
+    "prompt", "texts", "encoding_format", "task", "language", "endpoint",  # modes (issue 14)
 })
 
 

@@ -12,6 +12,9 @@ Routes, relative to ``mount_prefix`` (``/simulator/v1`` in-process, ``/v1`` stan
   :mod:`chat.simulator.messages`.
 - ``POST {prefix}/responses`` – seed 002 ``/responses`` (OpenAI Responses), see
   :mod:`chat.simulator.responses`.
+- ``POST {prefix}/completions`` and ``POST {prefix}/embeddings`` – seed 002, see
+  :mod:`chat.simulator.legacy`; ``POST {prefix}/audio/transcriptions`` and
+  ``/audio/translations`` (multipart), see :mod:`chat.simulator.audio`.
 
 Behaviour comes from knobs (:mod:`chat.simulator.knobs`), the same in every style.
 
@@ -31,6 +34,7 @@ import asyncio
 import itertools
 from typing import Any
 
+from .audio import handle_transcriptions, handle_translations
 from .completions import handle_chat_completions
 from .errors import (
     fault_response,
@@ -40,6 +44,7 @@ from .errors import (
     validation_error,
 )
 from .knobs import KNOB_HELP, MODELS, KnobError, parse_knobs, split_model
+from .legacy import handle_completions, handle_embeddings
 from .messages import handle_count_tokens, handle_messages
 from .recorder import Recorder
 from .responses import handle_responses
@@ -59,6 +64,10 @@ _POST_ROUTES = {
     "/messages": handle_messages,
     "/messages/count_tokens": handle_count_tokens,
     "/responses": handle_responses,
+    "/completions": handle_completions,  # seed 002, chat.simulator.legacy
+    "/embeddings": handle_embeddings,
+    "/audio/transcriptions": handle_transcriptions,  # seed 002, chat.simulator.audio
+    "/audio/translations": handle_translations,
 }
 
 
