@@ -219,6 +219,10 @@ class Message(models.Model):
     replay_blocks = models.JSONField(default=list, blank=True)
     logprobs = models.JSONField(default=list, blank=True)  # [{token, logprob, top: [[t, lp], …]}]
     prefill_len = models.PositiveIntegerField(default=0)  # leading chars the user wrote (prefill/continue)
+    # The prompt version a turn came from (set in the turn's INSERT; chat.prompts).
+    prompt_version = models.ForeignKey(
+        "chat.PromptVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     owner_process = models.CharField(max_length=64, blank=True, default="")
     owner_channel = models.CharField(max_length=120, blank=True, default="")  # channel layer name
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -277,3 +281,6 @@ class Message(models.Model):
             settings_snapshot=snapshot, owner_process=process.PROCESS_ID,
             owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
         )
+
+
+from chat.prompts.models import ApiToken, Prompt, PromptLabel, PromptLabelMove, PromptVersion  # noqa: E402,F401
