@@ -1,0 +1,144 @@
+"""Browser: the prompt library end to end on the live daphne server and built-in simulator.
+
+Create a prompt with two variables, save three versions, diff v1 and v3, restore v1, label v2
+``production`` and fetch it through the API with a token; use v2 in chat (missing variable
+reported first; the upstream receives the filled template; the turn records the version);
+"Save as prompt" from that conversation; export and import back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import create_first_account
+
+pytestmark = [pytest.mark.browser]
+
+MODEL = "sim-fast?ttft_ms=5&delay_ms=1&length=10"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def save_version(pg, *, message: str, temperature: str, note: str = "") -> None:  # noqa: ANN001
+    pg.fill("textarea[name=msg_content_0]", message)
+    pg.fill("input[name=temperature]", temperature)
+    pg.fill("input[name=version_message]", note)
+    pg.click("#save-prompt")
+    pg.wait_for_selector("#versions")
+
+
+def test_prompt_library_versions_diff_labels_api_use_in_chat(server, page, tmp_path) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    pg.goto(server.url + "/prompts/")
+    pg.click("#new-prompt")
+    pg.fill("#id_name", "greeter")
+    pg.fill("#id_tags", "demo, greetings")
+    pg.fill("#id_system_prompt", "You greet {{name}} politely.")
+    pg.fill("input[name=model]", MODEL)
+    save_version(pg, message="Say hi to {{name}} in {{lang}}.", temperature="0.2")
+    assert pg.inner_text("#shown-version") == "v1"
+    assert [pg.locator("code.var").nth(i).inner_text() for i in range(2)] == ["name", "lang"]
+    pid = int(pg.url.rstrip("/").split("/")[-1])
+    pg.click("#edit-prompt")
+    save_version(pg, message="Say hello to {{name}} in {{lang}}.", temperature="0.2", note="warmer")
+    pg.click("#edit-prompt")
+    save_version(pg, message="Say hello to {{name}} in {{lang}}.", temperature="0.9")
+    assert pg.inner_text("#shown-version") == "v3"
+    assert pg.locator("#versions tbody tr").count() == 3
+    # Diff v1 → v3 (the form's defaults: oldest → newest).
+    pg.click("#diff-form button[type=submit]")
+    pg.wait_for_selector(".field-diff")
+    adds = pg.locator(".d-add").all_inner_texts()
+    dels = pg.locator(".d-del").all_inner_texts()
+    assert "+Say hello to {{name}} in {{lang}}." in adds and "-Say hi to {{name}} in {{lang}}." in dels
+    assert any('"temperature": 0.9' in a for a in adds) and any('"temperature": 0.2' in d for d in dels)
+    assert pg.locator(".field-diff").first.inner_text().startswith("System prompt unchanged")
+    assert pg.locator(".field-diff.changed h2").all_inner_texts() == ["Message 1", "Config"]
+    DOCS.mkdir(exist_ok=True)
+    pg.set_viewport_size({"width": 1200, "height": 900})
+    pg.screenshot(path=str(DOCS / "prompts-diff.png"), full_page=True)
+    # Restore v1 → v4 equal to v1.
+    pg.goto(f"{server.url}/prompts/{pid}/")
+    pg.click("#version-1 button.restore")
+    pg.wait_for_selector("#versions tbody tr:nth-child(4)")
+    assert pg.inner_text("#shown-version") == "v4"
+    assert "Say hi to {{name}} in {{lang}}." in pg.inner_text(".tpl-msg")
+    # Label v2 production; the move is listed.
+    pg.fill("#label-form input[name=label]", "production")
+    pg.select_option("#label-form select[name=number]", "2")
+    pg.click("#label-form button[type=submit]")
+    pg.wait_for_selector("#version-2 .chip.label:text-is('production')")
+    assert "new → v2" in pg.inner_text("#label-moves")
+    pg.screenshot(path=str(DOCS / "prompts.png"), full_page=True)
+    # API with a token.
+    pg.goto(server.url + "/prompts/tokens/")
+    pg.fill("input[name=name]", "my app")
+    pg.click("#create-token")
+    token = pg.inner_text("#new-token")
+    r = httpx.get(f"{server.url}/api/prompts/greeter?label=production", headers={"Authorization": f"Bearer {token}"})
+    body = r.json()
+    assert r.status_code == 200 and body["version"] == 2 and body["variables"] == ["name", "lang"]
+    assert body["messages"] == [{"role": "user", "content": "Say hello to {{name}} in {{lang}}."}]
+    assert body["config"]["params"] == {"temperature": 0.2} and body["config"]["model"] == MODEL
+    assert httpx.get(f"{server.url}/api/prompts/greeter?label=production").status_code == 401
+    assert token not in str(server.query("select token_hash, hint from chat_apitoken"))
+    # Use v2 in chat: a missing variable is reported before anything is sent.
+    pg.goto(f"{server.url}/prompts/{pid}/v/2/")
+    pg.click("#use-prompt")
+    pg.fill("textarea[name=name]", "Ada")
+    pg.click("#use-submit")
+    pg.wait_for_selector("#missing-vars")
+    assert "lang" in pg.inner_text("#missing-vars")
+    assert not [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")]
+    pg.fill("textarea[name=lang]", "French")
+    pg.click("#use-submit")
+    pg.wait_for_url("**/c/**")
+    pg.wait_for_selector(".msg-assistant.status-complete", timeout=30_000)
+    assert pg.inner_text(".msg-user .user-text") == "Say hello to Ada in French."
+    sent = [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")]
+    assert len(sent) == 1
+    msgs = sent[0]["body"]["messages"]
+    assert msgs[0] == {"role": "system", "content": "You greet Ada politely."}
+    assert msgs[-1]["content"] == "Say hello to Ada in French." and sent[0]["body"]["temperature"] == 0.2
+    v2_id = server.query("select v.id from chat_promptversion v where v.prompt_id=? and v.number=2", (pid,))[0][0]
+    rows = server.query("select role, prompt_version_id from chat_message order by created_at")
+    assert rows == [("user", v2_id), ("assistant", v2_id)]
+    # A reload does not send again; a second message in the chat does not claim the prompt.
+    pg.reload()
+    pg.wait_for_selector(".msg-assistant.status-complete")
+    pg.fill("#content", "Thanks")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector(".msg-assistant.status-complete >> nth=1", timeout=30_000)
+    rows = server.query("select role, prompt_version_id from chat_message order by created_at")
+    assert len(rows) == 4 and rows[2:] == [("user", None), ("assistant", None)]
+    # Save as prompt from the conversation.
+    pg.click(".save-as-prompt summary")
+    pg.fill(".save-as-prompt input[name=name]", "from chat")
+    pg.click(".save-as-prompt button[type=submit]")
+    pg.wait_for_selector("#versions")
+    assert "You greet Ada politely." in pg.inner_text("#system-prompt")
+    assert pg.locator(".tpl-msg").count() == 4
+    # Export, then import under another name: same versions and labels.
+    pg.goto(f"{server.url}/prompts/{pid}/")
+    with pg.expect_download() as dl:
+        pg.click("#export-prompt")
+    path = tmp_path / "greeter.json"
+    dl.value.save_as(path)
+    data = json.loads(path.read_text())
+    assert [v["number"] for v in data["versions"]] == [1, 2, 3, 4] and data["labels"] == {"production": 2}
+    pg.goto(server.url + "/prompts/")
+    pg.set_input_files("input[name=file]", str(path))
+    pg.fill("input[name=name]", "greeter copy")
+    pg.click("form[action$='/prompts/import/'] button[type=submit]")
+    pg.wait_for_selector("#versions")
+    assert pg.locator("#versions tbody tr").count() == 4
+    assert pg.locator("#version-2 .chip.label").inner_text() == "production"
+    # The library lists all three, most recently used first, and filters by tag.
+    pg.goto(server.url + "/prompts/")
+    assert pg.locator(".prompt-name").first.inner_text() == "greeter"
+    pg.goto(server.url + "/prompts/?tag=demo")
+    assert sorted(pg.locator(".prompt-name").all_inner_texts()) == ["greeter", "greeter copy"]
