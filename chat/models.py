@@ -284,3 +284,4 @@ class Message(models.Model):
 
 
 from chat.prompts.models import ApiToken, Prompt, PromptLabel, PromptLabelMove, PromptVersion  # noqa: E402,F401
+from chat.sharing.models import ShareLink  # noqa: E402,F401

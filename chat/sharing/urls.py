@@ -1,0 +1,16 @@
+"""URL routes of share links (namespace ``sharing``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from chat.sharing import views
+
+app_name = "sharing"
+
+urlpatterns = [
+    path("shares/", views.share_list, name="list"),
+    path("shares/new/<int:conversation_id>/", views.share_new, name="new"),
+    path("s/<str:token>/", views.share_view, name="view"),
+    path("s/<str:token>/copy/", views.share_copy, name="copy"),
+]
