@@ -142,3 +142,62 @@ def test_prompt_library_versions_diff_labels_api_use_in_chat(server, page, tmp_p
     assert pg.locator(".prompt-name").first.inner_text() == "greeter"
     pg.goto(server.url + "/prompts/?tag=demo")
     assert sorted(pg.locator(".prompt-name").all_inner_texts()) == ["greeter", "greeter copy"]
+
+
+def test_share_link_logged_out_revoked_and_expired(server, page, chromium) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    pg.wait_for_selector("#conn-state.ok")
+    pg.fill("#model", "sim-reasoning?ttft_ms=5&delay_ms=1&length=12&reasoning_length=6")
+    pg.fill("#content", "Share **this** please")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector(".msg-assistant.status-complete", timeout=30_000)
+    answer = pg.inner_text(".msg-assistant .answer")
+    pg.click(".share summary")
+    pg.select_option(".share-form select[name=expires]", "1d")
+    pg.click(".share-form button[type=submit]")
+    url = pg.inner_text("#new-share-url")
+    # Logged out, in a fresh browser context.
+    ctx = chromium.new_context()
+    anon = ctx.new_page()
+    try:
+        r = anon.goto(url)
+        assert r.status == 200 and r.headers["referrer-policy"] == "same-origin"
+        assert anon.inner_text(".shared-user .user-text") == "Share **this** please"
+        assert anon.inner_text(".shared-assistant .answer") == answer
+        assert anon.locator(".shared-assistant .answer script").count() == 0
+        assert anon.locator(".thinking").count() == 0  # reasoning was not included
+        assert anon.locator("#continue-copy").count() == 0
+        assert "TTFT" in anon.inner_text(".shared-metrics")
+        page_html = anon.content()
+        assert "sim://" not in page_html and "/simulator/v1" not in page_html
+        # The owner signed in can continue as a copy.
+        pg.goto(url)
+        pg.click("#continue-copy")
+        pg.wait_for_url("**/c/**")
+        pg.wait_for_selector(".msg-assistant.status-complete")
+        assert "(copy)" in pg.input_value("input[name=title]")
+        # Expired: a clear 404 page.
+        server.query("select 1")
+        import sqlite3
+
+        con = sqlite3.connect(server.db)
+        con.execute("update chat_sharelink set expires_at = '2000-01-01 00:00:00'")
+        con.commit()
+        con.close()
+        r = anon.goto(url)
+        assert r.status == 404 and "This link has expired" in anon.inner_text("#share-gone")
+        con = sqlite3.connect(server.db)
+        con.execute("update chat_sharelink set expires_at = NULL")
+        con.commit()
+        con.close()
+        assert anon.goto(url).status == 200
+        # Revoked: 404 for everyone, logged in or not.
+        pg.goto(server.url + "/shares/")
+        pg.click("#share-links button[name=revoke]")
+        pg.wait_for_selector("#share-links td.state:text-is('revoked')")
+        r = anon.goto(url)
+        assert r.status == 404 and "This link was revoked" in anon.inner_text("#share-gone")
+        assert pg.goto(url).status == 404
+    finally:
+        ctx.close()

@@ -80,7 +80,7 @@ def test_snapshot_is_frozen_secret_free_and_sanitized(alice, bob) -> None:  # no
     anon = Client()
     r = anon.get(f"/s/{token}/")
     html = r.content.decode()
-    assert r.status_code == 200 and r["Referrer-Policy"] == "no-referrer"
+    assert r.status_code == 200 and r["Referrer-Policy"] == "same-origin"
     assert "Hello &lt;b&gt;there&lt;/b&gt;" in html
     assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
     assert 'rel="noopener noreferrer nofollow"' in html

@@ -56,7 +56,7 @@ def share_new(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 def _gone(request: HttpRequest, state: str) -> HttpResponse:
     response = render(request, "sharing/gone.html", {"state": state}, status=404)
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"  # no referrer to external links; forms keep their Origin
     return response
 
 
@@ -86,7 +86,7 @@ def share_view(request: HttpRequest, token: str) -> HttpResponse:
         messages.append({**m, "html": mark_safe(rendering.render_markdown(m.get("content", ""))),  # noqa: S308
                          "reasoning_html": mark_safe(rendering.render_markdown(m.get("reasoning", "")))})  # noqa: S308
     response = render(request, "sharing/view.html", {"link": link, "snap": snap, "messages": messages, "token": token})
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"  # no referrer to external links; forms keep their Origin
     return response
 
 
