@@ -125,3 +125,68 @@ class ApiToken(models.Model):
 
     def __repr__(self) -> str:
         return f"<ApiToken {self.pk}: {self.name!r} {self.hint}…>"
+
+
+class TestSet(models.Model):
+    """Rows of variable values for a prompt, each with optional per-row checks, plus checks for
+    every row. ``rows``: ``[{"vars": {name: value}, "checks": [check]}]`` (``chat.prompts.checks``
+    shapes); ``checks``: ``[check]``. At most 200 rows."""
+
+    __test__ = False  # not a pytest class
+
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="test_sets")
+    name = models.CharField(max_length=100)
+    rows = models.JSONField(default=list, blank=True)
+    checks = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "chat"
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TestRun(models.Model):
+    """A run of a test set in one or more lanes. ``lanes``: ``[{"version": n, "version_id": id,
+    "endpoint_id": id, "endpoint_name": str, "model": str}]``; its turns are ordinary
+    conversations (one per row × lane, see :class:`TestRunCell`)."""
+
+    __test__ = False
+
+    test_set = models.ForeignKey(TestSet, on_delete=models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    lanes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "chat"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}"
+
+
+class TestRunCell(models.Model):
+    """One row × lane of a run: its conversation and answer, and the check results once the
+    answer is final (``checks``: list of ``chat.prompts.checks.run_check`` results; None until then)."""
+
+    __test__ = False
+
+    run = models.ForeignKey(TestRun, on_delete=models.CASCADE, related_name="cells")
+    row = models.PositiveIntegerField()
+    lane = models.PositiveSmallIntegerField()
+    conversation = models.ForeignKey("chat.Conversation", null=True, on_delete=models.SET_NULL, related_name="+")
+    # The answer's id (not a FK: the runner inserts the row after the cell is written).
+    message_id = models.UUIDField(null=True, blank=True)
+    checks = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        app_label = "chat"
+        ordering = ["row", "lane"]
+        constraints = [models.UniqueConstraint(fields=["run", "row", "lane"], name="testruncell_unique")]
+
+    def __str__(self) -> str:
+        return f"cell {self.row}×{self.lane}"

@@ -166,41 +166,52 @@ def _endpoint_for(user: AbstractBaseUser, config: Mapping[str, Any]) -> Endpoint
     return endpoint or Endpoint.objects.filter(owner=user).order_by("id").first()
 
 
-def prompt_use(*, user: AbstractBaseUser, version: PromptVersion, values: Mapping[str, str]) -> PromptUse:
-    """Open a new conversation of ``user`` with the version's system prompt, settings and all
-    message templates but the last user one filled with ``values`` (appended without a turn);
-    the last user message is returned for the chat page to send (the turn records the version).
-
-    The endpoint is the config's when ``user`` owns it, else the user's first endpoint.
-    Raises PromptError when a variable has no value.
-    """
+def conversation_from_version(
+    *, user: AbstractBaseUser, version: PromptVersion, values: Mapping[str, str], endpoint: Endpoint | None = None,
+    model: str = "", title: str = "",
+) -> PromptUse:
+    """A new conversation of ``user`` with the version's system prompt, settings and all message
+    templates but the last user one filled with ``values`` (appended without a turn); the last
+    user message comes back in ``send``. ``endpoint``/``model`` override the config's (the
+    config's endpoint is used only when ``user`` owns it, else the user's first endpoint).
+    Raises PromptError when a variable has no value."""
     missing, _ = variables.check(selectors.version_variables(version), values)
     if missing:
         raise PromptError("Missing values for: " + ", ".join(missing))
     config = version.config or {}
-    endpoint = _endpoint_for(user, config)
+    endpoint = endpoint or _endpoint_for(user, config)
     msgs = [dict(m) for m in version.messages]
     send = ""
     if msgs and msgs[-1].get("role") == "user":
         send = variables.fill(msgs.pop()["content"], values)
     with transaction.atomic():
         conversation = chat_services.conversation_create(user=user, endpoint=endpoint)
-        model = config.get("model") or (endpoint.default_model if endpoint else "")
+        model = model or config.get("model") or (endpoint.default_model if endpoint else "")
         Conversation.objects.filter(pk=conversation.pk).update(
             model=model, system_prompt=variables.fill(version.system_prompt, values),
             params=dict(config.get("params") or {}),
-            title=(f"{version.prompt.name} v{version.number}" if msgs and not send else ""),
+            title=title or (f"{version.prompt.name} v{version.number}" if msgs and not send else ""),
         )
+        conversation.refresh_from_db()
         parent = None
         for m in msgs:
             row = chat_services.message_append(
-                conversation=Conversation.objects.get(pk=conversation.pk), role=m.get("role", "user"),
+                conversation=conversation, role=m.get("role", "user"),
                 content=variables.fill(m.get("content", ""), values), parent_id=parent,
             )
             parent = row.id
-        Prompt.objects.filter(pk=version.prompt_id).update(last_used_at=timezone.now())
     conversation.refresh_from_db()
     return PromptUse(conversation, send, version.pk)
+
+
+def prompt_use(*, user: AbstractBaseUser, version: PromptVersion, values: Mapping[str, str]) -> PromptUse:
+    """Open a new conversation of ``user`` from ``version`` filled with ``values``
+    (:func:`conversation_from_version`) for the chat page to send its last user message (the
+    turn records the version), and mark the prompt used now. Raises PromptError when a
+    variable has no value."""
+    use = conversation_from_version(user=user, version=version, values=values)
+    Prompt.objects.filter(pk=version.prompt_id).update(last_used_at=timezone.now())
+    return use
 
 
 def prompt_from_conversation(

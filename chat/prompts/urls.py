@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat.prompts import api, views
+from chat.prompts import api, testset_views, views
 
 app_name = "prompts"
 
@@ -24,5 +24,11 @@ urlpatterns = [
     path("prompts/<int:prompt_id>/use/", views.prompt_use, name="use"),
     path("prompts/<int:prompt_id>/export/", views.prompt_export, name="export"),
     path("prompts/from-conversation/<int:conversation_id>/", views.save_as_prompt, name="save_as_prompt"),
+    path("prompts/<int:prompt_id>/sets/new/", testset_views.testset_edit, name="testset_new"),
+    path("prompts/<int:prompt_id>/sets/<int:set_id>/", testset_views.testset_edit, name="testset"),
+    path("prompts/<int:prompt_id>/sets/<int:set_id>/run/", testset_views.testset_run, name="testset_run"),
+    path("prompts/runs/<int:run_id>/", testset_views.run_page, name="run"),
+    path("prompts/runs/<int:run_id>/grid/", testset_views.run_grid, name="run_grid"),
+    path("prompts/runs/<int:run_id>/stop/", testset_views.run_stop, name="run_stop"),
     path("api/prompts/<str:name>", api.prompt_get, name="api"),
 ]
