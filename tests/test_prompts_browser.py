@@ -201,3 +201,51 @@ def test_share_link_logged_out_revoked_and_expired(server, page, chromium) -> No
         assert pg.goto(url).status == 404
     finally:
         ctx.close()
+
+
+def test_test_set_run_in_two_lanes_pass_rates_match_stored_answers(server, page) -> None:  # noqa: ANN001
+    from chat.prompts import checks
+
+    pg = page
+    create_first_account(pg, server)
+    pg.goto(server.url + "/prompts/new/")
+    pg.fill("#id_name", "capitals")
+    pg.fill("#id_system_prompt", "Answer with the capital only.")
+    pg.fill("textarea[name=msg_content_0]", "Capital of {{country}}?")
+    pg.fill("input[name=model]", "sim-fast?ttft_ms=5&delay_ms=5&length=60")
+    pg.click("#save-prompt")
+    pg.wait_for_selector("#versions")
+    pg.click("#new-testset")
+    pg.fill("#testset-form input[name=name]", "five countries")
+    pg.fill("#rows", "country,check:contains\nFrance,France\nJapan,Japan\nPeru,Peru\nKenya,Kenya\nChile,Atlantis\n")
+    pg.fill("#checks", "contains: Simulated\nmax_ttft_ms: 2000")
+    pg.click("#save-testset")
+    pg.wait_for_selector("#run-form")
+    assert pg.locator("#missing-vars").count() == 0
+    pg.select_option("select[name=lane_version_1]", "1")
+    pg.fill("input[name=lane_model_1]", "sim-fast?ttft_ms=3000&delay_ms=5&length=60")
+    pg.click("#run-testset")
+    pg.wait_for_url("**/prompts/runs/**")
+    pg.wait_for_selector("#run-grid[data-done=true]", timeout=60_000)
+    lanes = pg.locator(".lane-summary")
+    shown = [(int(lanes.nth(i).get_attribute("data-passed")), int(lanes.nth(i).get_attribute("data-done"))) for i in range(2)]
+    assert shown == [(4, 5), (0, 5)]
+    assert pg.locator(".lane-summary .pass-rate").all_inner_texts()[0].startswith("80.0%")
+    assert pg.locator(".run-grid td.cell.fail").count() == 6 and pg.locator(".run-grid td.cell.pass").count() == 4
+    # Recompute from the stored answers: the same pass counts.
+    stored = server.query(
+        "select c.lane, c.row, m.content, m.metrics, m.status, m.prompt_version_id from chat_testruncell c "
+        "join chat_message m on m.id = c.message_id order by c.lane, c.row")
+    assert len(stored) == 10 and all(s[4] == "complete" and s[5] is not None for s in stored)
+    rows_expect = ["France", "Japan", "Peru", "Kenya", "Atlantis"]
+    recomputed = [0, 0]
+    for lane, row, content, metrics, _, _ in stored:
+        results = checks.run_checks([{"type": "contains", "arg": "Simulated"}, {"type": "max_ttft_ms", "arg": 2000.0},
+                                     {"type": "contains", "arg": rows_expect[row]}], content, json.loads(metrics))
+        recomputed[lane] += all(r["ok"] for r in results)
+    assert recomputed == [4, 0]
+    # The upstream received the filled template in every cell.
+    sent = [r["body"]["messages"][-1]["content"] for r in server.sim_requests() if r["path"].endswith("/chat/completions")]
+    assert sorted(sent) == sorted([f"Capital of {c}?" for c in ["France", "Japan", "Peru", "Kenya", "Chile"]] * 2)
+    assert "TTFT" in pg.inner_text(".cell-metrics >> nth=0") and "tok/s" in pg.inner_text(".cell-metrics >> nth=0")
+    pg.screenshot(path=str(DOCS / "prompts-testrun.png"), full_page=True)
