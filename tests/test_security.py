@@ -115,8 +115,22 @@ def objects(alice) -> dict[str, Any]:  # noqa: ANN001
     SiteSettings.objects.update_or_create(pk=1, defaults={"open_signup": True})
     return {
         "conversation_id": conversation.pk, "message_id": answer.pk, "attachment_id": attachment.pk,
-        "endpoint_id": endpoint.pk,
+        "endpoint_id": endpoint.pk, **prompt_objects(alice, conversation),
     }
+
+
+def prompt_objects(alice, conversation) -> dict[str, Any]:  # noqa: ANN001
+    """A prompt with a version, a test set, a run and a share link of alice (chat.prompts, chat.sharing)."""
+    from chat.prompts import services as prompt_services
+    from chat.prompts.models import TestRun, TestSet
+    from chat.sharing import services as share_services
+
+    prompt = prompt_services.prompt_create(user=alice, name="swept", content=prompt_services.VersionContent(
+        "S {{x}}", ({"role": "user", "content": "U {{x}}"},), {"model": "m", "params": {}}))
+    test_set = TestSet.objects.create(prompt=prompt, name="t", rows=[{"vars": {"x": "1"}, "checks": []}])
+    run = TestRun.objects.create(test_set=test_set, owner=alice, lanes=[])
+    _, token = share_services.share_create(user=alice, conversation=conversation, visibility="link", include_reasoning=False)
+    return {"prompt_id": prompt.pk, "number": 1, "set_id": test_set.pk, "run_id": run.pk, "token": token, "name": "swept"}
 
 
 # ---- item 1: no HTML injection anywhere ----------------------------------------------------
