@@ -149,3 +149,24 @@ def test_run_grid_pass_rates_from_stored_answers(alice, bob) -> None:  # noqa: A
     assert "33.3%" in page and "100.0%" in page and "Kyoto" in page
     assert Message.objects.filter(role="user", conversation__owner=alice).count() == 6
     assert uuid.UUID(str(run.cells.first().message_id))
+
+
+def test_compare_two_runs(alice, bob) -> None:  # noqa: ANN001
+    p = make_prompt(alice)
+    ts = testsets.testset_save(prompt=p, name="caps", rows=testsets.parse_rows("country,check:contains\nFrance,Paris\nJapan,Tokyo\n"), checks=[])
+    endpoint = alice.endpoints.get()
+    runs = []
+    for answers in (("Paris", "Kyoto"), ("Lyon", "Tokyo")):
+        run, plans = testsets.run_create(user=alice, test_set=ts, lanes=[testsets.Lane(p.versions.get(), endpoint, "sim-fast")])
+        for pl in plans:
+            services.turn_commit(plan=pl)
+        for cell in run.cells.all():
+            services.message_complete(message_id=cell.message_id, status="complete", content=answers[cell.row], reasoning="",
+                                      finish_reason="stop", usage={}, usage_raw={}, metrics={}, error={}, inspect={})
+        runs.append(run)
+    diff = testsets.runs_compare(a=runs[0], b=runs[1])
+    assert diff == {"regressed": [{"row": 1, "lane": 1, "vars": {"country": "France"}}],
+                    "fixed": [{"row": 2, "lane": 1, "vars": {"country": "Japan"}}]}
+    page = client_for(alice).get(f"/prompts/runs/{runs[0].pk}/compare/?with={runs[1].pk}").content.decode()
+    assert "row 1, lane 1" in page and "row 2, lane 1" in page
+    assert client_for(bob).get(f"/prompts/runs/{runs[0].pk}/compare/?with={runs[1].pk}").status_code == 404

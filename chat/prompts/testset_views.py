@@ -151,3 +151,16 @@ def run_stop(request: HttpRequest, run_id: int) -> HttpResponse:
     stopped = sum(1 for mid in testsets.run_live_message_ids(run=run) if registry.stop(mid))
     flash.info(request, f"Stopped {stopped} running answer{'s' if stopped != 1 else ''}.")
     return redirect("prompts:run", run.pk)
+
+
+def run_compare(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Rows that went from pass to fail (and back) between run ``run_id`` and run ``with``
+    (both the user's, of the same test set; 404 otherwise)."""
+    a = testsets.run_get_for_user(user=request.user, run_id=run_id)
+    other = request.GET.get("with", "")
+    b = testsets.run_get_for_user(user=request.user, run_id=int(other) if other.isdigit() else 0)
+    if a.test_set_id != b.test_set_id:
+        raise Http404("Runs of different test sets")
+    return render(request, "prompts/run_compare.html", {
+        "a": a, "b": b, "diff": testsets.runs_compare(a=a, b=b), "prompt": a.test_set.prompt, "test_set": a.test_set,
+    })

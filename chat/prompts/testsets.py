@@ -288,3 +288,19 @@ def run_live_message_ids(*, run: TestRun) -> list[uuid.UUID]:
     ids = [c.message_id for c in run.cells.all() if c.message_id]
     final = set(Message.objects.filter(id__in=ids, status__in=TERMINAL).values_list("id", flat=True))
     return [i for i in ids if i not in final]
+
+
+def runs_compare(*, a: TestRun, b: TestRun) -> dict[str, list[dict[str, Any]]]:
+    """Which cells changed between two runs of the same test set, matched by row and lane
+    position: ``{"regressed": [...pass → fail], "fixed": [...fail → pass]}``, each item
+    ``{"row": n (1-based), "lane": n (1-based), "vars": {...}}``. Cells not final in either run
+    are left out."""
+    ga, gb = run_grid(run=a), run_grid(run=b)
+    out: dict[str, list[dict[str, Any]]] = {"regressed": [], "fixed": []}
+    for ra, rb in zip(ga["rows"], gb["rows"], strict=False):
+        for j, (ca, cb) in enumerate(zip(ra["cells"], rb["cells"], strict=False)):
+            if not ca or not cb or ca["passed"] is None or cb["passed"] is None or ca["passed"] == cb["passed"]:
+                continue
+            item = {"row": ra["index"], "lane": j + 1, "vars": rb["vars"]}
+            out["regressed" if ca["passed"] else "fixed"].append(item)
+    return out

@@ -30,5 +30,6 @@ urlpatterns = [
     path("prompts/runs/<int:run_id>/", testset_views.run_page, name="run"),
     path("prompts/runs/<int:run_id>/grid/", testset_views.run_grid, name="run_grid"),
     path("prompts/runs/<int:run_id>/stop/", testset_views.run_stop, name="run_stop"),
+    path("prompts/runs/<int:run_id>/compare/", testset_views.run_compare, name="run_compare"),
     path("api/prompts/<str:name>", api.prompt_get, name="api"),
 ]
