@@ -249,3 +249,27 @@ def test_test_set_run_in_two_lanes_pass_rates_match_stored_answers(server, page)
     assert sorted(sent) == sorted([f"Capital of {c}?" for c in ["France", "Japan", "Peru", "Kenya", "Chile"]] * 2)
     assert "TTFT" in pg.inner_text(".cell-metrics >> nth=0") and "tok/s" in pg.inner_text(".cell-metrics >> nth=0")
     pg.screenshot(path=str(DOCS / "prompts-testrun.png"), full_page=True)
+
+
+def test_test_set_run_can_be_stopped(server, page) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    pg.goto(server.url + "/prompts/new/")
+    pg.fill("#id_name", "slow")
+    pg.fill("textarea[name=msg_content_0]", "Tell me about {{topic}}")
+    pg.fill("input[name=model]", "sim-fast?ttft_ms=5&delay_ms=200&length=400")
+    pg.click("#save-prompt")
+    pg.wait_for_selector("#versions")
+    pg.click("#new-testset")
+    pg.fill("#rows", "topic\ncats\ndogs\n")
+    pg.click("#save-testset")
+    pg.click("#run-testset")
+    pg.wait_for_url("**/prompts/runs/**")
+    pg.wait_for_selector("#run-grid[data-done=false]")
+    pg.wait_for_function("() => document.querySelectorAll('.cell-status').length === 2")
+    pg.click("#stop-run")
+    pg.wait_for_selector("#run-grid[data-done=true]", timeout=20_000)
+    assert pg.locator(".run-grid td.cell.fail").count() == 2
+    assert pg.locator(".cell-checks li:has-text('status')").count() == 2
+    rows = server.query("select m.status, length(m.content) from chat_testruncell c join chat_message m on m.id = c.message_id")
+    assert [r[0] for r in rows] == ["stopped", "stopped"] and all(r[1] > 0 for r in rows)
