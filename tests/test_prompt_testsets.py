@@ -170,3 +170,25 @@ def test_compare_two_runs(alice, bob) -> None:  # noqa: ANN001
     page = client_for(alice).get(f"/prompts/runs/{runs[0].pk}/compare/?with={runs[1].pk}").content.decode()
     assert "row 1, lane 1" in page and "row 2, lane 1" in page
     assert client_for(bob).get(f"/prompts/runs/{runs[0].pk}/compare/?with={runs[1].pk}").status_code == 404
+
+
+def test_share_a_run_as_a_frozen_grid(alice, bob) -> None:  # noqa: ANN001
+    from chat.sharing.models import ShareLink
+
+    p = make_prompt(alice)
+    ts = testsets.testset_save(prompt=p, name="caps", rows=testsets.parse_rows("country,check:contains\nFrance,Paris\n"), checks=[])
+    run, plans = testsets.run_create(user=alice, test_set=ts, lanes=[testsets.Lane(p.versions.get(), alice.endpoints.get(), "sim-fast")])
+    for pl in plans:
+        services.turn_commit(plan=pl)
+    cell = run.cells.get()
+    services.message_complete(message_id=cell.message_id, status="complete", content="Paris <script>x</script>", reasoning="",
+                              finish_reason="stop", usage={}, usage_raw={}, metrics={"ttft_ms": 10}, error={}, inspect={})
+    assert client_for(bob).post(f"/shares/new-run/{run.pk}/", {"visibility": "link"}).status_code == 404
+    r = client_for(alice).post(f"/shares/new-run/{run.pk}/", {"visibility": "link"})
+    token = r.context["new_url"].split("/s/")[1].rstrip("/")
+    link = ShareLink.objects.get()
+    assert link.kind == "run" and "conversation_id" not in str(link.snapshot) and "message_id" not in str(link.snapshot)
+    page = Client().get(f"/s/{token}/").content.decode()
+    assert "100.0%" in page and "&lt;script&gt;x" in page and "<script>x" not in page
+    assert Client().post(f"/s/{token}/copy/").status_code in (302, 404)
+    assert client_for(bob).post(f"/s/{token}/copy/").status_code == 404

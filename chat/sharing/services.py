@@ -87,6 +87,44 @@ def share_create(
     return link, raw
 
 
+def run_snapshot(*, grid: dict[str, Any], run: Any) -> dict[str, Any]:
+    """The frozen, secret-free snapshot of a test-set run's grid (``chat.prompts.testsets.run_grid``
+    output): lanes by version, endpoint name and model; cells without conversation or message ids."""
+    rows = []
+    for r in grid["rows"]:
+        cells = []
+        for c in r["cells"]:
+            cells.append(None if c is None else {
+                "status": c["status"], "content": c["content"], "checks": c["checks"], "passed": c["passed"],
+                "metrics": {k: c["metrics"].get(k) for k in _METRIC_KEYS},
+            })
+        rows.append({"index": r["index"], "vars": r["vars"], "cells": cells})
+    summary = [{k: s.get(k) for k in ("version", "endpoint_name", "model", "total", "done", "passed", "pass_rate",
+                                      "ttft_median", "ttft_p90", "tps_median", "tps_p90", "cost_total")}
+               for s in grid["summary"]]
+    return {"format": FORMAT, "kind": "run", "title": f"{run.test_set.prompt.name} · {run.test_set.name} · run {run.pk}",
+            "rows": rows, "summary": summary, "created_at": timezone.now().isoformat()}
+
+
+def share_create_run(*, user: AbstractBaseUser, run: Any, grid: dict[str, Any], visibility: str, expires: str = "") -> tuple[ShareLink, str]:
+    """A link to a snapshot of a test-set run ``user`` owns (the caller checked). Returns the
+    row and the raw token. Raises ValueError like :func:`share_create`."""
+    if visibility not in ShareVisibility.values:
+        raise ValueError("Unknown visibility.")
+    if visibility == ShareVisibility.LINK and not public_links_allowed():
+        raise ValueError("Public links are switched off on this site; share with signed-in users.")
+    if expires not in EXPIRY_CHOICES:
+        raise ValueError("Unknown expiry.")
+    delta = EXPIRY_CHOICES[expires]
+    raw = secrets.token_urlsafe(24)
+    snap = run_snapshot(grid=grid, run=run)
+    link = ShareLink.objects.create(
+        owner=user, kind="run", title=snap["title"][:200], token_hash=token_hash(raw), snapshot=snap,
+        visibility=visibility, expires_at=timezone.now() + delta if delta else None,
+    )
+    return link, raw
+
+
 def share_resolve(*, raw: str) -> ShareLink | None:
     """The link of a raw token (any state), or None."""
     if not raw or len(raw) > 100:
@@ -100,7 +138,7 @@ def share_revoke(*, user: AbstractBaseUser, link_id: int) -> bool:
 
 
 def share_copy(*, user: AbstractBaseUser, link: ShareLink) -> Conversation:
-    """"Continue as a copy": a new conversation of ``user`` with the snapshot's messages (complete,
+    """"Continue as a copy" (conversations only): a new conversation of ``user`` with the snapshot's messages (complete,
     unlinked to any upstream) and settings, on the user's first endpoint."""
     snap = link.snapshot
     endpoint = Endpoint.objects.filter(owner=user).order_by("id").first()

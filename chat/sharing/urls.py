@@ -11,6 +11,7 @@ app_name = "sharing"
 urlpatterns = [
     path("shares/", views.share_list, name="list"),
     path("shares/new/<int:conversation_id>/", views.share_new, name="new"),
+    path("shares/new-run/<int:run_id>/", views.share_new_run, name="new_run"),
     path("s/<str:token>/", views.share_view, name="view"),
     path("s/<str:token>/copy/", views.share_copy, name="copy"),
 ]

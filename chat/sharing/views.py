@@ -54,6 +54,22 @@ def share_new(request: HttpRequest, conversation_id: int) -> HttpResponse:
     return _list(request, new_url=request.build_absolute_uri(reverse("sharing:view", args=[raw])))
 
 
+@require_POST
+def share_new_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Share a test-set run the user owns (404 otherwise) as a frozen grid."""
+    from chat.prompts import testsets
+
+    run = testsets.run_get_for_user(user=request.user, run_id=run_id)
+    try:
+        _, raw = services.share_create_run(
+            user=request.user, run=run, grid=testsets.run_grid(run=run),
+            visibility=request.POST.get("visibility", "link"), expires=request.POST.get("expires", ""),
+        )
+    except ValueError as exc:
+        return _list(request, error=str(exc))
+    return _list(request, new_url=request.build_absolute_uri(reverse("sharing:view", args=[raw])))
+
+
 def _gone(request: HttpRequest, state: str) -> HttpResponse:
     response = render(request, "sharing/gone.html", {"state": state}, status=404)
     response["Referrer-Policy"] = "same-origin"  # no referrer to external links; forms keep their Origin
@@ -80,6 +96,10 @@ def share_view(request: HttpRequest, token: str) -> HttpResponse:
     if refusal is not None:
         return refusal
     snap = link.snapshot
+    if link.kind == "run":
+        response = render(request, "sharing/view_run.html", {"link": link, "snap": snap})
+        response["Referrer-Policy"] = "same-origin"
+        return response
     messages: list[dict[str, Any]] = []
     for m in snap.get("messages") or []:
         # The chat page's sanitizer (markdown-it + nh3) for everything a model or user wrote.
@@ -96,5 +116,7 @@ def share_copy(request: HttpRequest, token: str) -> HttpResponse:
     link, refusal = _resolve(request, token)
     if refusal is not None:
         return refusal
+    if link.kind != "conversation":
+        raise Http404("Only a shared conversation can be copied")
     conv = services.share_copy(user=request.user, link=link)
     return redirect("chat:conversation", conv.pk)
