@@ -243,3 +243,14 @@ def test_export_import_round_trip_and_bad_file(alice, bob) -> None:  # noqa: ANN
     assert "Import refused" in r.content.decode() and Prompt.objects.count() == n
     r = b.post("/prompts/import/", {"file": SimpleUploadedFile("p.json", b"{not json"), "name": "other"}, follow=True)
     assert "Not valid JSON" in r.content.decode() and Prompt.objects.count() == n
+
+
+def test_editing_keeps_parameters_the_editor_does_not_show(alice) -> None:  # noqa: ANN001
+    conv = services.conversation_create(user=alice)
+    Conversation.objects.filter(pk=conv.pk).update(params={"temperature": 0.2, "seed": 7, "stop": ["END"]})
+    conv.refresh_from_db()
+    services.message_append(conversation=conv, role="user", content="Hi {{who}}", parent_id=None)
+    p = psvc.prompt_from_conversation(user=alice, conversation=conv, name="kept")
+    post_prompt(client_for(alice), f"/prompts/{p.pk}/edit/", name="kept", msg="Hello {{who}}", temperature="0.4")
+    v2 = p.versions.get(number=2)
+    assert v2.config["params"] == {"temperature": 0.4, "seed": 7, "stop": ["END"]}

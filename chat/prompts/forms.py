@@ -23,7 +23,9 @@ from chat.prompts.services import LABEL_RE, MAX_MESSAGES, VersionContent
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$"
 MESSAGE_SLOTS_EXTRA = 2
 MAX_IMPORT_BYTES = 2 * 1024 * 1024
-CONFIG_PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "response_format", "schema_name", "json_schema", "tools", "tool_choice")
+# Parameters the editor shows; the others a version holds (seed, stop, … from "Save as prompt")
+# are carried over unchanged from the version being edited.
+EDITOR_PARAM_FIELDS = ("temperature", "top_p", "max_tokens", "response_format", "schema_name", "json_schema", "tools")
 
 
 def parse_tags(text: str) -> list[str]:
@@ -49,9 +51,10 @@ class PromptForm(forms.Form):
     model = forms.CharField(required=False, max_length=200)
     version_message = forms.CharField(required=False, max_length=300, label="Version message")
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any, base_params: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+        self.base_params = {k: v for k, v in (base_params or {}).items() if k not in EDITOR_PARAM_FIELDS}
         self.fields["endpoint_id"].choices = [("", "(the user's first endpoint)")] + [
             (e.pk, e.name) for e in Endpoint.objects.filter(owner=user).order_by("name")
         ]
@@ -92,7 +95,11 @@ class PromptForm(forms.Form):
 
     def content(self) -> VersionContent:
         """The version content of a valid form."""
-        params = self.params_form.params()
+        params = {**self.base_params, **self.params_form.params()}
+        if params.get("response_format") != "json_schema":
+            params.pop("schema_strict", None)
+        if not params.get("tools"):
+            params.pop("tool_choice", None)
         return VersionContent(
             self.cleaned_data.get("system_prompt") or "",
             tuple(self.message_rows),

@@ -56,7 +56,8 @@ def prompt_list(request: HttpRequest) -> HttpResponse:
 def _editor(request: HttpRequest, *, prompt: Any = None) -> HttpResponse:
     latest = selectors.version_latest(prompt=prompt) if prompt else None
     if request.method == "POST":
-        form = forms.PromptForm(request.POST, user=request.user)
+        base = ((latest.config or {}).get("params") or {}) if latest else {}
+        form = forms.PromptForm(request.POST, user=request.user, base_params=base)
         if form.is_valid():
             d = form.cleaned_data
             try:
