@@ -284,6 +284,13 @@ class Message(models.Model):
 
 
 from chat.prompts.models import (  # noqa: E402,F401
-    ApiToken, Prompt, PromptLabel, PromptLabelMove, PromptVersion, TestRun, TestRunCell, TestSet,
+    ApiToken,
+    Prompt,
+    PromptLabel,
+    PromptLabelMove,
+    PromptVersion,
+    TestRun,
+    TestRunCell,
+    TestSet,
 )
 from chat.sharing.models import ShareLink  # noqa: E402,F401
