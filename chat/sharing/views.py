@@ -120,3 +120,50 @@ def share_copy(request: HttpRequest, token: str) -> HttpResponse:
         raise Http404("Only a shared conversation can be copied")
     conv = services.share_copy(user=request.user, link=link)
     return redirect("chat:conversation", conv.pk)
+
+
+# ---- export / import of conversations ---------------------------------------------------------
+
+
+def conversation_export_json(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Download the user's conversation (every branch, attachments included) as JSON."""
+    import json
+
+    from chat.sharing import transfer
+
+    conversation = chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    body = json.dumps(transfer.conversation_export(conversation=conversation), ensure_ascii=False)
+    response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.json"'
+    return response
+
+
+def conversation_export_md(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Download the current branch of the user's conversation as Markdown."""
+    from chat.sharing import transfer
+
+    conversation = chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    response = HttpResponse(transfer.conversation_markdown(conversation=conversation), content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.md"'
+    return response
+
+
+@require_POST
+def conversation_import(request: HttpRequest) -> HttpResponse:
+    """Import a JSON export into the user's workspace; a bad file is refused with the reason."""
+    from django.contrib import messages as flash
+
+    from chat.sharing import transfer
+
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise transfer.ImportRefused("Choose a JSON export file.")
+        if upload.size > transfer.MAX_FILE_BYTES:
+            raise transfer.ImportRefused("The file is larger than 64 MB.")
+        conv = transfer.conversation_import(user=request.user, raw=upload.read(transfer.MAX_FILE_BYTES + 1))
+    except transfer.ImportRefused as exc:
+        flash.error(request, f"Import refused: {exc}")
+        return redirect("sharing:list")
+    flash.success(request, "Conversation imported.")
+    return redirect("chat:conversation", conv.pk)
