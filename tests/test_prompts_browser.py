@@ -273,3 +273,49 @@ def test_test_set_run_can_be_stopped(server, page) -> None:  # noqa: ANN001
     assert pg.locator(".cell-checks li:has-text('status')").count() == 2
     rows = server.query("select m.status, length(m.content) from chat_testruncell c join chat_message m on m.id = c.message_id")
     assert [r[0] for r in rows] == ["stopped", "stopped"] and all(r[1] > 0 for r in rows)
+
+
+def test_export_then_import_a_branched_conversation_with_an_image(server, page, tmp_path) -> None:  # noqa: ANN001
+    import base64
+
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")
+    pg = page
+    create_first_account(pg, server)
+    pg.wait_for_selector("#conn-state.ok")
+    pg.fill("#model", "sim-fast?ttft_ms=5&delay_ms=1&length=12")
+    pg.set_input_files("#attach-file", files=[{"name": "dot.png", "mimeType": "image/png", "buffer": png}])
+    pg.wait_for_selector("#attach-chips .chip:has-text('dot.png')")
+    pg.fill("#content", "What is in the picture?")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector(".msg-assistant.status-complete")
+    pg.click(".msg-assistant button.regenerate")
+    pg.wait_for_function("() => document.querySelector('.msg-assistant .siblings') && "
+                         "document.querySelector('.msg-assistant .siblings').textContent.includes('2/2')")
+    pg.wait_for_selector(".msg-assistant.status-complete")
+    src_id = int(pg.url.rstrip("/").split("/")[-1])
+    pg.click(".export summary")
+    with pg.expect_download() as dl:
+        pg.click("#export-json")
+    path = tmp_path / "conv.json"
+    dl.value.save_as(path)
+    pg.goto(server.url + "/shares/")
+    pg.set_input_files("#import-conversation input[name=file]", str(path))
+    pg.click("#import-conversation button[type=submit]")
+    pg.wait_for_url("**/c/**")
+    pg.wait_for_selector(".msg-user img.thumb")
+    new_id = int(pg.url.rstrip("/").split("/")[-1])
+    assert new_id != src_id
+    assert "2/2" in pg.inner_text(".msg-assistant .siblings")
+
+    def shape(cid: int) -> list[tuple]:
+        rows = server.query("select id, parent_id, role, content, status, usage, metrics, settings_snapshot from chat_message "
+                            "where conversation_id=? order by created_at, id", (cid,))
+        index = {r[0]: i for i, r in enumerate(rows)}
+        atts = server.query("select m.created_at, a.data, a.filename from chat_attachment a join chat_message m on m.id = a.message_id "
+                            "where m.conversation_id=?", (cid,))
+        snap = [{k: v for k, v in json.loads(r[7]).items() if k != "endpoint_id"} for r in rows]
+        return [(index.get(r[1]), r[2], r[3], r[4], r[5], r[6], s) for r, s in zip(rows, snap, strict=True)] + [
+            sorted((bytes(a[1]), a[2]) for a in atts)]
+
+    assert shape(new_id) == shape(src_id)
+    assert len(shape(src_id)) == 4  # user, two answers, attachments
