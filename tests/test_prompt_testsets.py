@@ -192,3 +192,48 @@ def test_share_a_run_as_a_frozen_grid(alice, bob) -> None:  # noqa: ANN001
     assert "100.0%" in page and "&lt;script&gt;x" in page and "<script>x" not in page
     assert Client().post(f"/s/{token}/copy/").status_code in (302, 404)
     assert client_for(bob).post(f"/s/{token}/copy/").status_code == 404
+
+
+def test_judge_check_prompt_answer_stored_and_counted(alice, bob) -> None:  # noqa: ANN001
+    import asyncio
+
+    from chat.prompts import judge
+    from chat.providers.base import EndpointConfig, TextDelta
+
+    assert judge.verdict("Yes, it is polite.") and judge.verdict("  YES") and not judge.verdict("No.") and not judge.verdict("yesterday")
+    p = make_prompt(alice)
+    rows = testsets.parse_rows("country\nFrance\nJapan\n")
+    ts = testsets.testset_save(prompt=p, name="caps", rows=rows, checks=checks.parse_lines("judge: Does it name a capital city?"))
+    endpoint = alice.endpoints.get()
+    TestSet.objects.filter(pk=ts.pk).update(judge={"endpoint_id": endpoint.pk, "model": "judge-model"})
+    ts.refresh_from_db()
+    run, plans = testsets.run_create(user=alice, test_set=ts, lanes=[testsets.Lane(p.versions.get(), endpoint, "sim-fast")])
+    for pl in plans:
+        services.turn_commit(plan=pl)
+    for cell in run.cells.all():
+        services.message_complete(message_id=cell.message_id, status="complete", content=["Paris", "Sushi"][cell.row],
+                                  reasoning="", finish_reason="stop", usage={}, usage_raw={}, metrics={}, error={}, inspect={})
+    grid = testsets.run_grid(run=run)
+    assert grid["done"] and grid["judge_pending"] == 2 and grid["summary"][0]["done"] == 0  # not judged: not counted yet
+    # Bob cannot judge Alice's run.
+    assert client_for(bob).post(f"/prompts/runs/{run.pk}/judge/").status_code == 404
+    assert all(c.judge is None for c in run.cells.all())
+    plan = judge.plan(run=run)
+    assert plan.endpoint == endpoint and plan.model == "judge-model" and len(plan.jobs) == 2
+    assert "Capital of France?" in plan.jobs[0].prompt and "Answer given:\nParis" in plan.jobs[0].prompt
+    seen = []
+
+    async def fake_stream(config, request):  # noqa: ANN001, ANN202
+        seen.append(request)
+        text = request.messages[-1].content
+        yield TextDelta("Yes, Paris." if "Paris" in text else "No, that is food.")
+
+    config = EndpointConfig(base_url="http://judge.invalid/v1", api_key="", extra_headers={}, api_style="openai_chat")
+    results = asyncio.run(judge.ask(jobs=plan.jobs, config=config, model=plan.model, stream_fn=fake_stream))
+    judge.store(results=results)
+    assert all(r.model == "judge-model" and r.system == judge.SYSTEM for r in seen)
+    grid = testsets.run_grid(run=run)
+    s = grid["summary"][0]
+    assert grid["judge_pending"] == 0 and (s["passed"], s["done"]) == (1, 2)
+    page = client_for(alice).get(f"/prompts/runs/{run.pk}/").content.decode()
+    assert "judge prompt and answer" in page and "No, that is food." in page and "Rubric: Does it name a capital city?" in page

@@ -3,7 +3,8 @@
 A check is ``{"type": t, "arg": a}`` written one per line as ``type: arg`` (``json`` takes no
 argument). Types: ``equals``, ``contains``, ``not_contains``, ``regex`` (RE2: linear time, via
 google-re2), ``json`` (valid JSON), ``schema`` (matches a JSON Schema), ``max_ttft_ms``,
-``max_total_ms``, ``max_cost_usd``. A result is ``{"type", "arg", "ok": bool, "reason": str}``.
+``max_total_ms``, ``max_cost_usd``, ``judge`` (a yes/no rubric asked of a judge model:
+``chat.prompts.judge``). A result is ``{"type", "arg", "ok": bool, "reason": str}``.
 
 May import: the standard library, chat.textsafety.
 """
@@ -15,7 +16,9 @@ from typing import Any
 
 from chat.textsafety import safe_json_loads, schema_errors
 
-TYPES = ("equals", "contains", "not_contains", "regex", "json", "schema", "max_ttft_ms", "max_total_ms", "max_cost_usd")
+TYPES = ("equals", "contains", "not_contains", "regex", "json", "schema", "max_ttft_ms", "max_total_ms", "max_cost_usd", "judge")
+#: Asked of a judge model (see chat.prompts.judge), not computed here.
+JUDGE = "judge"
 NUMERIC = {"max_ttft_ms": "ttft_ms", "max_total_ms": "total_ms", "max_cost_usd": "cost_usd"}
 MAX_CHECKS = 20
 MAX_ARG = 20_000
@@ -50,6 +53,8 @@ def parse_check(type_: str, arg: str) -> dict[str, Any]:
             return {"type": type_, "arg": float(arg)}
         except ValueError:
             raise CheckError(f"{type_}: needs a number.") from None
+    if type_ == JUDGE and not 1 <= len(arg) <= 2000:
+        raise CheckError("judge: needs a yes/no rubric question of at most 2 000 characters.")
     if type_ in ("equals", "contains", "not_contains", "regex") and arg == "":
         raise CheckError(f"{type_}: needs an argument.")
     return {"type": type_, "arg": arg}
@@ -119,4 +124,5 @@ def run_check(check: dict[str, Any], text: str, metrics: dict[str, Any]) -> dict
 
 
 def run_checks(checks: list[dict[str, Any]], text: str, metrics: dict[str, Any]) -> list[dict[str, Any]]:
-    return [run_check(c, text, metrics) for c in checks]
+    """Results of every check but ``judge`` (asked of a model separately)."""
+    return [run_check(c, text, metrics) for c in checks if c["type"] != JUDGE]

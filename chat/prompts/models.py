@@ -138,6 +138,8 @@ class TestSet(models.Model):
     name = models.CharField(max_length=100)
     rows = models.JSONField(default=list, blank=True)
     checks = models.JSONField(default=list, blank=True)
+    # Where ``judge`` checks are asked: {"endpoint_id": int, "model": str} (one of the owner's endpoints).
+    judge = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -182,6 +184,8 @@ class TestRunCell(models.Model):
     # The answer's id (not a FK: the runner inserts the row after the cell is written).
     message_id = models.UUIDField(null=True, blank=True)
     checks = models.JSONField(null=True, blank=True)
+    # Judge verdicts: [{"rubric", "prompt", "answer", "ok", "error"}] (None until judged).
+    judge = models.JSONField(null=True, blank=True)
 
     class Meta:
         app_label = "chat"

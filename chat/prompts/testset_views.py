@@ -60,7 +60,13 @@ def testset_edit(request: HttpRequest, prompt_id: int, set_id: int | None = None
                 raw = rows_text
             rows = testsets.parse_rows(raw)
             checks = checks_mod.parse_lines(checks_text)
+            judge_endpoint = Endpoint.objects.filter(owner=request.user, pk=request.POST.get("judge_endpoint_id") or 0).first()
+            judge = {"endpoint_id": judge_endpoint.pk, "model": (request.POST.get("judge_model") or "").strip()[:200]} if judge_endpoint else {}
+            if any(k["type"] == checks_mod.JUDGE for k in checks) or any(k["type"] == checks_mod.JUDGE for r in rows for k in r["checks"]):
+                if not judge:
+                    raise testsets.TestSetError("A judge check needs a judge endpoint.")
             test_set = testsets.testset_save(prompt=prompt, name=name, rows=rows, checks=checks, test_set=test_set)
+            TestSet.objects.filter(pk=test_set.pk).update(judge=judge)
             flash.success(request, f"Test set saved with {len(rows)} rows.")
             return redirect("prompts:testset", prompt.pk, test_set.pk)
         except (testsets.TestSetError, checks_mod.CheckError) as exc:
@@ -71,7 +77,7 @@ def testset_edit(request: HttpRequest, prompt_id: int, set_id: int | None = None
         "name": name, "missing": missing, "unused": unused, "variables": selectors.version_variables(latest),
         "versions": prompt.versions.order_by("-number"), "endpoints": Endpoint.objects.filter(owner=request.user),
         "runs": test_set.runs.all()[:20] if test_set else [], "lane_slots": range(testsets.MAX_LANES),
-        "latest": latest,
+        "latest": latest, "judge": (test_set.judge if test_set else {}) or {},
     })
 
 
@@ -164,3 +170,26 @@ def run_compare(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "prompts/run_compare.html", {
         "a": a, "b": b, "diff": testsets.runs_compare(a=a, b=b), "prompt": a.test_set.prompt, "test_set": a.test_set,
     })
+
+
+def _judge_plan(request: HttpRequest, run_id: int) -> Any:
+    from chat.prompts import judge
+
+    run = testsets.run_get_for_user(user=request.user, run_id=run_id)
+    return run, judge.plan(run=run)
+
+
+async def run_judge(request: HttpRequest, run_id: int) -> HttpResponse:
+    """POST: ask the test set's judge endpoint and model each pending ``judge`` check of the
+    run's final answers; the questions and answers are stored on the cells."""
+    from chat.prompts import judge
+    from chat.selectors import EndpointTarget
+
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    run, plan = await sync_to_async(_judge_plan)(request, run_id)
+    if plan.endpoint is not None and plan.jobs:
+        target = await sync_to_async(EndpointTarget.of)(plan.endpoint)
+        results = await judge.ask(jobs=plan.jobs, config=_config(request, target), model=plan.model)
+        await sync_to_async(judge.store)(results=results)
+    return HttpResponse(status=303, headers={"Location": reverse("prompts:run", args=[run.pk])})

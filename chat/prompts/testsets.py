@@ -235,11 +235,14 @@ def run_grid(*, run: TestRun) -> dict[str, Any]:
     """The grid: ``rows`` (each with vars and one cell per lane: status, content, metrics, check
     results, pass) and per-lane ``summary`` (done, passed, pass_rate, median/p90 TTFT, median
     tokens per second, total cost). Check results are computed once per final answer and
-    stored on the cell. ``done``: every answer is final."""
+    stored on the cell; ``judge`` checks show the stored verdicts (``chat.prompts.judge``) or are
+    pending (the cell's pass is None until judged). ``done``: every answer is final;
+    ``judge_pending``: final answers whose judge checks were not asked yet."""
     test_set = run.test_set
     cells = list(run.cells.all())
     messages = {m.id: m for m in Message.objects.filter(id__in=[c.message_id for c in cells if c.message_id])}
     to_store = []
+    judge_pending = 0
     grid: dict[int, dict[int, dict[str, Any]]] = {}
     for c in cells:
         m = messages.get(c.message_id)
@@ -253,9 +256,21 @@ def run_grid(*, run: TestRun) -> dict[str, Any]:
                 results = [{"type": "status", "arg": m.status, "ok": False, "reason": (m.error or {}).get("message", m.status)}]
             c.checks = results
             to_store.append(c)
+        shown = results
+        rubrics = [k["arg"] for k in [*test_set.checks, *row["checks"]] if k["type"] == checks_mod.JUDGE]
+        if results is not None and rubrics and m is not None and m.status == MessageStatus.COMPLETE:
+            if c.judge is None:
+                judge_pending += 1
+                shown = results + [{"type": "judge", "arg": r, "ok": None, "reason": "not judged yet"} for r in rubrics]
+            else:
+                shown = results + [{
+                    "type": "judge", "arg": j["rubric"], "ok": j["ok"], "prompt": j["prompt"], "answer": j["answer"],
+                    "reason": j.get("error") or "" if j["ok"] else (j.get("error") or f"judge said: {j['answer'][:100]}"),
+                } for j in c.judge]
         grid.setdefault(c.row, {})[c.lane] = {
             "status": status, "content": m.content if m else "", "metrics": (m.metrics if m else {}) or {},
-            "checks": results, "passed": None if results is None else all(r["ok"] for r in results),
+            "checks": shown,
+            "passed": None if shown is None or any(r["ok"] is None for r in shown) else all(r["ok"] for r in shown),
             "conversation_id": c.conversation_id, "message_id": c.message_id,
         }
     if to_store:
@@ -279,8 +294,8 @@ def run_grid(*, run: TestRun) -> dict[str, Any]:
             "tps_median": statistics.median(tps) if tps else None, "tps_p90": _pct(tps, 0.9),
             "cost_total": round(sum(costs), 8) if costs else None,
         })
-    done_all = all(x and x["passed"] is not None for r in rows for x in r["cells"])
-    return {"rows": rows, "summary": summary, "done": done_all}
+    done_all = all(c.checks is not None for c in cells)
+    return {"rows": rows, "summary": summary, "done": done_all, "judge_pending": judge_pending}
 
 
 def run_live_message_ids(*, run: TestRun) -> list[uuid.UUID]:

@@ -31,5 +31,6 @@ urlpatterns = [
     path("prompts/runs/<int:run_id>/grid/", testset_views.run_grid, name="run_grid"),
     path("prompts/runs/<int:run_id>/stop/", testset_views.run_stop, name="run_stop"),
     path("prompts/runs/<int:run_id>/compare/", testset_views.run_compare, name="run_compare"),
+    path("prompts/runs/<int:run_id>/judge/", testset_views.run_judge, name="run_judge"),
     path("api/prompts/<str:name>", api.prompt_get, name="api"),
 ]
