@@ -319,3 +319,40 @@ def test_export_then_import_a_branched_conversation_with_an_image(server, page, 
 
     assert shape(new_id) == shape(src_id)
     assert len(shape(src_id)) == 4  # user, two answers, attachments
+
+
+def test_judge_check_on_the_simulator(server, page) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    pg.goto(server.url + "/prompts/new/")
+    pg.fill("#id_name", "judged")
+    pg.fill("textarea[name=msg_content_0]", "Name a fruit that is {{colour}}")
+    pg.fill("input[name=model]", "sim-fast?ttft_ms=5&delay_ms=1&length=12")
+    pg.click("#save-prompt")
+    pg.wait_for_selector("#versions")
+    pg.click("#new-testset")
+    pg.fill("#rows", "colour\nred\n")
+    pg.fill("#checks", "judge: Does the answer name a fruit?")
+    pg.click("#save-testset")
+    pg.wait_for_selector("#testset-error")
+    assert "needs a judge endpoint" in pg.inner_text("#testset-error")
+    pg.select_option("select[name=judge_endpoint_id]", label="Built-in simulator")
+    pg.fill("input[name=judge_model]", "sim-fast?ttft_ms=5&delay_ms=1&length=8")
+    pg.click("#save-testset")
+    pg.wait_for_selector("#run-form")
+    pg.click("#run-testset")
+    pg.wait_for_url("**/prompts/runs/**")
+    pg.wait_for_selector("#run-judge", timeout=30_000)
+    assert pg.locator(".cell-checks li.pending").count() == 1
+    n_before = len([r for r in server.sim_requests() if r["path"].endswith("/chat/completions")])
+    pg.click("#run-judge")
+    pg.wait_for_selector(".judge-io")
+    sent = [r for r in server.sim_requests() if r["path"].endswith("/chat/completions")]
+    assert len(sent) == n_before + 1
+    judge_req = sent[-1]["body"]
+    assert judge_req["model"] == "sim-fast?ttft_ms=5&delay_ms=1&length=8" and "Rubric: Does the answer name a fruit?" in judge_req["messages"][-1]["content"]
+    # The simulator does not say "yes": the check fails, with the judge's answer shown.
+    assert pg.locator(".run-grid td.cell.fail").count() == 1
+    pg.click(".judge-io summary")
+    assert "Simulated" in pg.inner_text(".judge-answer")
+    assert pg.locator("#run-judge").count() == 0
