@@ -53,6 +53,7 @@ from chat.forms import (
     TurnActionForm,
     TurnSettingsForm,
 )
+from chat.prompts.selectors import version_visible_id
 from chat.providers.base import EndpointConfig, ProviderError
 from chat.selectors import NextTurnSettings, TurnPlan, TurnRefused
 from chat.textsafety import valid_data
@@ -160,6 +161,8 @@ def prepare_send(*, user: Any, conversation_id: int, data: dict[str, Any], live:
     plan = selectors.turn_plan_send(
         user=user, conversation_id=conversation_id, turn_id=c["turn_id"], content=c["content"], role=c["role"],
         settings=s, attachment_ids=c["attachment_ids"], live_ids=live,
+        prompt_version_id=version_visible_id(user=user, version_id=data.get("prompt_version_id"))
+        if data.get("prompt_version_id") else None,
     )
     return Prepared(plan, _announce(plan, user))
 

@@ -230,6 +230,10 @@ class Message(models.Model):
     # A comparison's repeat run: 0 = the lane's answer (its history), 1..N-1 = extra runs of the
     # same prompt, measured but never part of the lane's history.
     run = models.PositiveSmallIntegerField(default=0)
+    # The prompt version a turn came from (set in the turn's INSERT; chat.prompts).
+    prompt_version = models.ForeignKey(
+        "chat.PromptVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     owner_process = models.CharField(max_length=64, blank=True, default="")
     owner_channel = models.CharField(max_length=120, blank=True, default="")  # channel layer name
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -292,3 +296,14 @@ class Message(models.Model):
 
 from chat.compare.models import Vote  # noqa: E402,F401  (comparison votes; chat.compare)
 from chat.modes.models import ModeRun  # noqa: E402,F401 - issue 14 modes (own module)
+from chat.prompts.models import (  # noqa: E402,F401
+    ApiToken,
+    Prompt,
+    PromptLabel,
+    PromptLabelMove,
+    PromptVersion,
+    TestRun,
+    TestRunCell,
+    TestSet,
+)
+from chat.sharing.models import ShareLink  # noqa: E402,F401

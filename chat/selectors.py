@@ -486,10 +486,11 @@ def _guard(loaded: _Loaded, live_ids: frozenset[uuid.UUID]) -> None:
 def turn_plan_send(
     *, user: AbstractBaseUser, conversation_id: int, turn_id: uuid.UUID, content: str, role: str,
     settings: NextTurnSettings, attachment_ids: list[str] | tuple[str, ...] = (),
-    live_ids: frozenset[uuid.UUID] = frozenset(),
+    live_ids: frozenset[uuid.UUID] = frozenset(), prompt_version_id: int | None = None,
 ) -> TurnPlan:
     """A user message and its answer (``role="user"``), or an answer whose text starts with
-    ``content`` (``role="assistant"``: a prefill), after the current leaf. Raises TurnRefused:
+    ``content`` (``role="assistant"``: a prefill), after the current leaf. ``prompt_version_id``
+    (checked visible by the caller) is recorded on the rows of the turn. Raises TurnRefused:
     repeated ``turn_id``, a running turn in the lane, no endpoint, model limits, attachments
     that are not the user's or were sent already, attachments on a non-user message."""
     loaded = _load(user, conversation_id)
@@ -527,6 +528,8 @@ def turn_plan_send(
         upstream += (ChatMessage("assistant", content),)
         title = None
         kind = "prefill"
+    for row in rows:
+        row.prompt_version_id = prompt_version_id
     return _plan(kind=kind, loaded=loaded, user=user, endpoint=endpoint, s=settings, rows=rows,
                  messages=upstream, turn_id=turn_id, title=title, attachments=attachments)
 

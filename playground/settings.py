@@ -321,6 +321,8 @@ PLAYGROUND_WS_MAX_MESSAGE_BYTES = env.int("PLAYGROUND_WS_MAX_MESSAGE_BYTES", def
 PLAYGROUND_MAX_TURNS = env.int("PLAYGROUND_MAX_TURNS", default=100)
 PLAYGROUND_MAX_TURNS_PER_USER = env.int("PLAYGROUND_MAX_TURNS_PER_USER", default=20)
 PLAYGROUND_MAX_QUEUED_TURNS = env.int("PLAYGROUND_MAX_QUEUED_TURNS", default=500)
+# Share links: "anyone with the link" allowed (off: only signed-in users may open shared pages).
+PLAYGROUND_PUBLIC_SHARE_LINKS = env.bool("PLAYGROUND_PUBLIC_SHARE_LINKS", default=True)
 # Limits of one turn: its duration, the longest silence of its upstream, and its answer size
 # (text + reasoning, characters); past one the turn ends with a clear error, its text kept.
 PLAYGROUND_MAX_TURN_S = env.float("PLAYGROUND_MAX_TURN_S", default=1800.0)

@@ -16,5 +16,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(success_url="/accounts/password/done/"), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    path("", include("chat.prompts.urls")),
+    path("", include("chat.sharing.urls")),
     path("", include("chat.urls")),
 ]

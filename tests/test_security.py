@@ -33,8 +33,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from chat import middleware, services
-from chat.models import Attachment, Conversation, Endpoint, Message, MessageStatus, SiteSettings
 from chat.compare import services as compare_services
+from chat.models import Attachment, Conversation, Endpoint, Message, MessageStatus, SiteSettings
 from chat.modes.models import ModeRun
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,8 +98,10 @@ def fill(route: str, ids: dict[str, Any]) -> str:
     """A concrete path for ``route`` (``c/<int:conversation_id>/`` → ``/c/12/``)."""
     def sub(m: re.Match[str]) -> str:
         name = m.group(2)
-        if route.startswith("compare/") and f"compare_{name}" in ids:  # a comparison's own ids
-            return str(ids[f"compare_{name}"])
+        for key in ids:  # "<prefix>:<name>": the id of that name under that URL prefix
+            prefix, _, own = key.rpartition(":")
+            if prefix and own == name and route.startswith(prefix):
+                return str(ids[key])
         return str(ids[name])
 
     return "/" + re.sub(r"<(?:(\w+):)?(\w+)>", sub, route)
@@ -126,9 +128,24 @@ def objects(alice) -> dict[str, Any]:  # noqa: ANN001
     lane = comparison.lanes.order_by("position").first()
     return {
         "conversation_id": conversation.pk, "message_id": answer.pk, "attachment_id": attachment.pk,
-        "endpoint_id": endpoint.pk, "run_id": run.pk, "fmt": "json",
-        "compare_conversation_id": comparison.pk, "lane_id": lane.pk, "action": "duplicate",
+        "endpoint_id": endpoint.pk, "fmt": "json", **prompt_objects(alice, conversation),
+        "modes/:run_id": run.pk,
+        "compare/:conversation_id": comparison.pk, "lane_id": lane.pk, "action": "duplicate",
     }
+
+
+def prompt_objects(alice, conversation) -> dict[str, Any]:  # noqa: ANN001
+    """A prompt with a version, a test set, a run and a share link of alice (chat.prompts, chat.sharing)."""
+    from chat.prompts import services as prompt_services
+    from chat.prompts.models import TestRun, TestSet
+    from chat.sharing import services as share_services
+
+    prompt = prompt_services.prompt_create(user=alice, name="swept", content=prompt_services.VersionContent(
+        "S {{x}}", ({"role": "user", "content": "U {{x}}"},), {"model": "m", "params": {}}))
+    test_set = TestSet.objects.create(prompt=prompt, name="t", rows=[{"vars": {"x": "1"}, "checks": []}])
+    run = TestRun.objects.create(test_set=test_set, owner=alice, lanes=[])
+    _, token = share_services.share_create(user=alice, conversation=conversation, visibility="link", include_reasoning=False)
+    return {"prompt_id": prompt.pk, "number": 1, "set_id": test_set.pk, "run_id": run.pk, "token": token, "name": "swept"}
 
 
 # ---- item 1: no HTML injection anywhere ----------------------------------------------------

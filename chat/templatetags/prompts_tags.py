@@ -1,0 +1,27 @@
+"""Template tags of the prompt library on the chat page (chat.prompts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+SESSION_USE_KEY = "prompt_use"  # chat.prompts.views.SESSION_USE_KEY
+
+
+@register.inclusion_tag("prompts/chat_tools.html", takes_context=True)
+def prompt_chat_tools(context: Any, conversation: Any) -> dict[str, Any]:
+    """"Save as prompt" for ``conversation``, and — once, right after "Use prompt" opened it —
+    the hidden ``prompt_version_id`` field and the text the page sends (``prompts-use.js``).
+    The pending send lives in the session (set by ``chat.prompts.views.prompt_use``) and is
+    taken out here, so a reload does not send it again."""
+    request = context.get("request")
+    use = None
+    if request is not None and hasattr(request, "session"):
+        pending = request.session.get(SESSION_USE_KEY) or {}
+        use = pending.pop(str(conversation.pk), None)
+        if use is not None:
+            request.session[SESSION_USE_KEY] = pending
+    return {"conversation": conversation, "use": use, "csrf_token": context.get("csrf_token")}
