@@ -96,7 +96,7 @@ def _settings(user: Any, data: dict[str, Any]) -> NextTurnSettings | None:
         return None
     style = None
     try:
-        style = selectors.endpoint_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
+        style = selectors.endpoint_usable_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
     except Http404:
         pass
     form = TurnSettingsForm(data, api_style=style)
@@ -142,7 +142,7 @@ def prepare_send(*, user: Any, conversation_id: int, data: dict[str, Any], live:
     data = {**data, "attachment_ids": ",".join(map(str, ids)) if isinstance(ids, list) else str(ids)}
     style = None
     try:
-        style = selectors.endpoint_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
+        style = selectors.endpoint_usable_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
     except Http404:
         pass
     form = ChatSendForm(data, api_style=style)

@@ -10,6 +10,7 @@ May import: Django, chat.crypto, chat.process.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -18,6 +19,7 @@ from django.db import models
 from django.utils import timezone
 
 from chat import crypto, process
+from chat.teams.models import Budget, Membership, Team  # noqa: F401  (rows of teams)
 
 SIMULATOR_BASE_URL = "sim://builtin/v1"
 
@@ -49,7 +51,11 @@ class Endpoint(models.Model):
     simulator, resolved to the running server at call time.
     """
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="endpoints")
+    # Exactly one of owner (a personal endpoint) and team (a shared one) is set.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="endpoints"
+    )
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="endpoints")
     name = models.CharField(max_length=100)
     base_url = models.CharField(max_length=500)
     api_style = models.CharField(max_length=32, choices=ApiStyle.choices, default=ApiStyle.OPENAI_CHAT)
@@ -67,6 +73,13 @@ class Endpoint(models.Model):
 
     class Meta:
         ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(owner__isnull=False, team__isnull=True)
+                | models.Q(owner__isnull=True, team__isnull=False),
+                name="endpoint_owner_xor_team",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -106,7 +119,7 @@ class Endpoint(models.Model):
     def settings_snapshot(self, model: str, system_prompt: str, params: dict[str, Any]) -> dict[str, Any]:
         """What an answer keeps of the settings it was made with (shown under it)."""
         return {
-            "endpoint_id": self.pk, "endpoint_name": self.name, "api_style": self.api_style,
+            "endpoint_id": self.pk, "endpoint_name": self.name, "api_style": self.api_style, "team_id": self.team_id,
             "base_url": self.base_url, "model": model, "system_prompt": system_prompt, "params": params,
         }
 
@@ -226,6 +239,18 @@ class Message(models.Model):
     # inside one multi-row INSERT.
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    # Usage columns of an answer, set in the INSERT that starts its turn (Message.new_answer; a
+    # fork's copies leave them empty, so usage counts each turn once): who ran it, on which
+    # endpoint (and its team) and model, on which UTC day. Indexed for the usage page and budgets.
+    usage_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    usage_endpoint = models.ForeignKey(
+        Endpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    usage_team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
+    usage_model = models.CharField(max_length=200, blank=True, default="")
+    usage_day = models.DateField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -239,7 +264,12 @@ class Message(models.Model):
                 name="message_assistant_turn_lane_unique",
             ),
         ]
-        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["usage_user", "usage_day"], name="message_usage_user_day"),
+            models.Index(fields=["usage_team", "usage_day"], name="message_usage_team_day"),
+            models.Index(fields=["usage_endpoint", "usage_day"], name="message_usage_endpoint_day"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.pk}"
@@ -276,4 +306,7 @@ class Message(models.Model):
             turn_id=turn_id, content=prefill, prefill_len=len(prefill), status=MessageStatus.STREAMING,
             settings_snapshot=snapshot, owner_process=process.PROCESS_ID,
             owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
+            usage_user_id=conversation.owner_id, usage_endpoint_id=snapshot.get("endpoint_id"),
+            usage_team_id=snapshot.get("team_id"), usage_model=str(snapshot.get("model") or "")[:200],
+            usage_day=now.astimezone(dt.timezone.utc).date(),
         )

@@ -32,6 +32,7 @@ from chat.models import SiteSettings
 from chat.providers import get_adapter
 from chat.providers.base import EndpointConfig, ProviderError
 from chat.providers.http import get_client
+from chat.teams import selectors as team_selectors
 from chat.turns import registry
 
 # ---- accounts ------------------------------------------------------------------------------
@@ -99,10 +100,13 @@ def _allow_private() -> bool:
 
 
 def endpoint_list(request: HttpRequest) -> HttpResponse:
-    return render(
-        request, "chat/endpoints.html",
-        {"endpoints": selectors.endpoint_list_for_user(user=request.user), "presets": services.PRESETS},
-    )
+    """The endpoints the user may use; settings, key hints and actions only on those they may
+    edit (a team's shared endpoints show only their name to members)."""
+    endpoints = list(selectors.endpoint_list_for_user(user=request.user))
+    manageable = set(team_selectors.endpoints_manageable(user=request.user).values_list("pk", flat=True))
+    for e in endpoints:
+        e.can_manage = e.pk in manageable
+    return render(request, "chat/endpoints.html", {"endpoints": endpoints, "presets": services.PRESETS})
 
 
 def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpResponse:
@@ -203,7 +207,7 @@ def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     the partial asks again by POST at once. POST (the refresh button, or that follow-up) calls
     ``GET {base}/models`` upstream and caches the result.
     """
-    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
+    endpoint = selectors.endpoint_usable_get_for_user(user=request.user, endpoint_id=endpoint_id)
     models = endpoint.models_cache
     if request.method == "POST":
         try:
@@ -461,7 +465,7 @@ def conversation_code(request: HttpRequest, conversation_id: int) -> HttpRespons
                 data[key] = value
         style = None
         try:
-            style = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
+            style = selectors.endpoint_usable_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
         except Http404:
             pass
         form = forms.TurnSettingsForm(data, api_style=style)
