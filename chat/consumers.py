@@ -430,6 +430,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.disconnect(1012)
         await self.close(code=1012)
 
+    async def team_revoke(self, event: dict[str, Any]) -> None:
+        """A team removed this user (``chat.teams.services.member_remove``): their running turns
+        on its endpoints stop now; the next send on one is refused by the turn plan."""
+        if registry.stop_user_endpoints(self.user.pk, frozenset(map(str, event.get("endpoint_ids") or ()))):
+            self.notice("Stopped: you were removed from the team that shares this endpoint.")
+
     # -- frames out ------------------------------------------------------------------------
     def notice(self, text: str, level: str = "error") -> None:
         if self.subscriber is not None:

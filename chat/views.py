@@ -62,7 +62,7 @@ def setup(request: HttpRequest) -> HttpResponse:
 def signup(request: HttpRequest) -> HttpResponse:
     """Open sign-up, only when the admin turned it on."""
     if not SiteSettings.load().open_signup:
-        raise Http404("Sign-up is closed")
+        return render(request, "registration/signup_closed.html", status=403)
     form = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = services.user_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
@@ -88,7 +88,8 @@ def users(request: HttpRequest) -> HttpResponse:
             return redirect("chat:users")
     return render(
         request, "chat/users.html",
-        {"form": form, "site": site, "users": get_user_model().objects.order_by("username")},
+        {"form": form, "site": site, "users": get_user_model().objects.select_related("budget").order_by("username"),
+         "units": (("usd", "USD"), ("tokens", "tokens"))},
     )
 
 
@@ -129,7 +130,9 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
         }
         dropped = False
         if endpoint is None:
-            endpoint = services.endpoint_create(user=request.user, extra_headers=headers or {}, **common)
+            endpoint = services.endpoint_create(
+                user=request.user, extra_headers=headers or {}, team=_workspace_team_owned(request), **common
+            )
         else:
             dropped = services.endpoint_update(
                 endpoint=endpoint, extra_headers=headers, clear_api_key=bool(data.get("clear_api_key")), **common
@@ -144,8 +147,15 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
     return render(
         request, "chat/endpoint_form.html",
         {"form": form, "endpoint": endpoint, "presets": services.PRESETS,
+         "new_for_team": _workspace_team_owned(request) if endpoint is None else None,
          "presets_json": json.dumps({k: {"base_url": v[0], "api_style": str(v[1])} for k, v in services.PRESETS.items()})},
     )
+
+
+def _workspace_team_owned(request: HttpRequest) -> Any:
+    """The current workspace's team when the user owns it (a new endpoint is then the team's), else None."""
+    team = team_selectors.workspace_team(user=request.user, session=request.session)
+    return team if team is not None and team.my_role == "owner" else None
 
 
 @require_POST

@@ -175,12 +175,13 @@ class Usage:
     """Aggregated usage. ``daily``: rows ``{usage_day, usage_model, turns, prompt, completion,
     reasoning, cached, cost}``; ``groups``: by endpoint and model with ``endpoint_name``,
     ``median_ttft_ms`` and ``median_tokens_per_sec``; ``members``: by user (team owners);
-    ``monthly``: by month; ``totals``. Tokens are counts, cost USD."""
+    ``monthly``: by month; ``by_day``: by day, newest first; ``totals``. Tokens are counts, cost USD."""
 
     daily: list[dict[str, Any]] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
     members: list[dict[str, Any]] = field(default_factory=list)
     monthly: list[dict[str, Any]] = field(default_factory=list)
+    by_day: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, Any] = field(default_factory=dict)
 
 
@@ -230,13 +231,17 @@ def usage_for(*, scope: UsageScope, by_member: bool = False) -> Usage:
             r["username"] = users.get(r["usage_user_id"], "(deleted user)")
         out.members = rows
     months: dict[str, dict[str, Any]] = {}
+    days: dict[Any, dict[str, Any]] = {}
     totals = {k: 0 for k in FIGURES}
-    for d in out.daily:  # at most (days × models) rows, already aggregated
+    for d in out.daily:  # at most (days × models) rows, already aggregated: roll them up
         m = months.setdefault(d["usage_day"].strftime("%Y-%m"), {"month": d["usage_day"].strftime("%Y-%m"), **{k: 0 for k in FIGURES}})
+        day = days.setdefault(d["usage_day"], {"day": d["usage_day"], **{k: 0 for k in FIGURES}})
         for k in FIGURES:
             m[k] += d[k]
+            day[k] += d[k]
             totals[k] += d[k]
     out.monthly = list(months.values())
+    out.by_day = sorted(days.values(), key=lambda r: r["day"], reverse=True)
     out.totals = totals
     return out
 
@@ -247,3 +252,35 @@ def decimal_or_none(value: Any) -> Decimal | None:
         return Decimal(str(value))
     except Exception:
         return None
+
+
+# ---- workspace ---------------------------------------------------------------------------
+
+WORKSPACE_KEY = "workspace"
+
+
+def workspace_team(*, user: AbstractBaseUser, session: Any) -> Team | None:
+    """The team the user's current workspace is (the session remembers it), or None for the
+    personal workspace; a team the user is no longer in counts as personal."""
+    tid = session.get(WORKSPACE_KEY) if session is not None else None
+    if not tid:
+        return None
+    try:
+        return team_get_for_user(user=user, team_id=tid)
+    except Http404:
+        return None
+
+
+def usage_daily_csv(*, scope: UsageScope) -> list[dict[str, Any]]:
+    """Rows for the CSV: per UTC day, user, endpoint and model, the usage figures, with
+    ``username`` and ``endpoint_name`` (one aggregate query and two name lookups)."""
+    rows = list(
+        scope.queryset().values("usage_day", "usage_user_id", "usage_endpoint_id", "usage_model")
+        .annotate(**FIGURES).order_by("usage_day", "usage_user_id", "usage_endpoint_id", "usage_model")
+    )
+    users = dict(get_user_model().objects.filter(pk__in={r["usage_user_id"] for r in rows}).values_list("pk", "username"))
+    names = dict(Endpoint.objects.filter(pk__in={r["usage_endpoint_id"] for r in rows}).values_list("pk", "name"))
+    for r in rows:
+        r["username"] = users.get(r["usage_user_id"], "")
+        r["endpoint_name"] = names.get(r["usage_endpoint_id"], "(deleted endpoint)")
+    return rows
