@@ -198,6 +198,13 @@ class MessageStatus(models.TextChoices):
     INTERRUPTED = "interrupted"
 
 
+#: Columns the usage indexes carry after (owner, day), so usage sums never read the table.
+USAGE_COVER = (
+    "usage_endpoint", "usage_model", "usage_user", "usage_team", "usage_prompt", "usage_completion",
+    "usage_reasoning", "usage_cached", "usage_cost_usd", "usage_ttft_ms", "usage_tokens_per_sec",
+)
+
+
 class Message(models.Model):
     """A user or assistant message. Assistant rows carry the turn's results.
 
@@ -251,6 +258,15 @@ class Message(models.Model):
     usage_team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
     usage_model = models.CharField(max_length=200, blank=True, default="")
     usage_day = models.DateField(null=True, blank=True)
+    # The figures of a finished answer as plain numbers (copied from ``usage``/``metrics`` in the
+    # same UPDATE that writes them, :meth:`usage_figures`), so usage sums need no JSON parsing.
+    usage_prompt = models.PositiveIntegerField(null=True, blank=True)
+    usage_completion = models.PositiveIntegerField(null=True, blank=True)
+    usage_reasoning = models.PositiveIntegerField(null=True, blank=True)
+    usage_cached = models.PositiveIntegerField(null=True, blank=True)
+    usage_cost_usd = models.FloatField(null=True, blank=True)
+    usage_ttft_ms = models.FloatField(null=True, blank=True)
+    usage_tokens_per_sec = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -266,13 +282,36 @@ class Message(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"]),
-            models.Index(fields=["usage_user", "usage_day"], name="message_usage_user_day"),
-            models.Index(fields=["usage_team", "usage_day"], name="message_usage_team_day"),
-            models.Index(fields=["usage_endpoint", "usage_day"], name="message_usage_endpoint_day"),
+            # The usage page and budgets read only these indexes (they cover every column the
+            # aggregates use), for one user or one team over a range of days; answers only.
+            models.Index(fields=["usage_user", "usage_day", *(c for c in USAGE_COVER if c != "usage_user")], name="message_usage_user_day",
+                         condition=models.Q(usage_day__isnull=False)),
+            models.Index(fields=["usage_team", "usage_day", *(c for c in USAGE_COVER if c != "usage_team")], name="message_usage_team_day",
+                         condition=models.Q(usage_day__isnull=False)),
         ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.pk}"
+
+    @staticmethod
+    def usage_figures(usage: dict[str, Any] | None, metrics: dict[str, Any] | None) -> dict[str, Any]:
+        """The ``usage_*`` number columns of a finished answer from its normalized ``usage``
+        (token counts) and ``metrics`` (``cost_usd``, ``ttft_ms``, ``tokens_per_sec``); None
+        for a figure that is missing or not a number."""
+        usage, metrics = usage or {}, metrics or {}
+
+        def num(d: dict[str, Any], k: str, cast: Any) -> Any:
+            v = d.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+                return None
+            return cast(v)
+
+        return {
+            "usage_prompt": num(usage, "prompt_tokens", int), "usage_completion": num(usage, "completion_tokens", int),
+            "usage_reasoning": num(usage, "reasoning_tokens", int), "usage_cached": num(usage, "cached_tokens", int),
+            "usage_cost_usd": num(metrics, "cost_usd", float), "usage_ttft_ms": num(metrics, "ttft_ms", float),
+            "usage_tokens_per_sec": num(metrics, "tokens_per_sec", float),
+        }
 
     # -- unsaved rows of a turn (UUID keys made here, so a turn's rows go in one INSERT) ---------
     @classmethod

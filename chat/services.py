@@ -497,6 +497,7 @@ def message_complete(
         logprobs=logprobs or [],
         replay_blocks=replay_blocks or [],
         heartbeat_at=timezone.now(),
+        **Message.usage_figures(usage, metrics),  # the usage page's number columns, same UPDATE
     )
     return bool(updated)
 

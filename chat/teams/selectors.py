@@ -24,10 +24,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import (
-    BigIntegerField, Count, F, FloatField, Q, QuerySet, Sum, Window,
+    Count, F, Q, QuerySet, Sum, Window,
 )
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce, RowNumber
+from django.db.models.functions import Coalesce, RowNumber
 from django.http import Http404
 from django.utils import timezone
 
@@ -103,9 +102,8 @@ def month_start(today: dt.date | None = None) -> dt.date:
 
 def _spent(qs: QuerySet[Message]) -> dict[str, float]:
     row = qs.aggregate(
-        tokens=Coalesce(Sum(Cast(KT("usage__prompt_tokens"), BigIntegerField())), 0)
-        + Coalesce(Sum(Cast(KT("usage__completion_tokens"), BigIntegerField())), 0),
-        usd=Coalesce(Sum(Cast(KT("metrics__cost_usd"), FloatField())), 0.0),
+        tokens=Coalesce(Sum("usage_prompt"), 0) + Coalesce(Sum("usage_completion"), 0),
+        usd=Coalesce(Sum("usage_cost_usd"), 0.0),
     )
     return {"tokens": float(row["tokens"] or 0), "usd": float(row["usd"] or 0.0)}
 
@@ -133,16 +131,16 @@ def budget_reached(*, user: AbstractBaseUser, endpoint: Endpoint) -> Budget | No
 
 # ---- usage -------------------------------------------------------------------------------
 
-PROMPT = Cast(KT("usage__prompt_tokens"), BigIntegerField())
-COMPLETION = Cast(KT("usage__completion_tokens"), BigIntegerField())
-REASONING = Cast(KT("usage__reasoning_tokens"), BigIntegerField())
-CACHED = Cast(KT("usage__cached_tokens"), BigIntegerField())
-COST = Cast(KT("metrics__cost_usd"), FloatField())
-TTFT = Cast(KT("metrics__ttft_ms"), FloatField())
-TPS = Cast(KT("metrics__tokens_per_sec"), FloatField())
+PROMPT = F("usage_prompt")
+COMPLETION = F("usage_completion")
+REASONING = F("usage_reasoning")
+CACHED = F("usage_cached")
+COST = F("usage_cost_usd")
+TTFT = F("usage_ttft_ms")
+TPS = F("usage_tokens_per_sec")
 
 FIGURES = {
-    "turns": Count("id"),
+    "turns": Count("usage_day"),  # never null in the usage indexes: counted from the index alone
     "prompt": Coalesce(Sum(PROMPT), 0),
     "completion": Coalesce(Sum(COMPLETION), 0),
     "reasoning": Coalesce(Sum(REASONING), 0),
@@ -192,7 +190,7 @@ def _medians(qs: QuerySet[Message], expr: Any) -> dict[tuple[Any, str], float]:
     ranked = (
         qs.annotate(v=expr).filter(v__isnull=False)
         .annotate(rn=Window(RowNumber(), partition_by=part, order_by=F("v").asc()),
-                  n=Window(Count("id"), partition_by=part))
+                  n=Window(Count("usage_day"), partition_by=part))
         .values_list("usage_endpoint_id", "usage_model", "v", "rn", "n")
     )
     picked: dict[tuple[Any, str], list[float]] = {}
