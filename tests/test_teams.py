@@ -417,3 +417,23 @@ def test_signup_closed_page_and_open(admin_user) -> None:  # noqa: ANN001
     assert resp.status_code == 403 and "Sign-up is closed, ask your admin" in resp.content.decode()
     client_for(admin_user).post("/users/", {"form": "signup", "open_signup": "on"})
     assert Client().get("/signup/").status_code == 200
+
+
+def test_seed_usage_command_seeds_turns_the_page_counts() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("seed_usage", turns=300, days=10, measure=1, stdout=out)
+    assert "seeded 300 turns" in out.getvalue() and "median" in out.getvalue()
+    assert Message.objects.filter(usage_day__isnull=False).count() == 300
+    owner = User.objects.get(username="bench-owner")
+    team = Team.objects.get(name="Bench team")
+    u = teams.usage_for(scope=teams.UsageScope(since=timezone.now().date() - dt.timedelta(days=11),
+                                               until=timezone.now().date() + dt.timedelta(days=1), team_id=team.pk),
+                        by_member=True)
+    stored = Message.objects.filter(usage_team=team)
+    assert u.totals["turns"] == stored.count() and len(u.members) == 5
+    assert u.totals["prompt"] == sum(stored.values_list("usage_prompt", flat=True))
+    assert owner.pk in {r["usage_user_id"] for r in u.members}
