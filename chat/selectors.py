@@ -386,13 +386,14 @@ def _model_cap(endpoint: Endpoint, model: str) -> int | None:
     )
 
 
-def endpoint_for_turn(*, user: AbstractBaseUser, endpoint_id: int | str | None) -> Endpoint:
+def endpoint_for_turn(*, user: AbstractBaseUser, endpoint_id: int | str | None, budget: bool = True) -> Endpoint:
     """The endpoint a new turn of ``user`` may go to, read now (never a cached row: a member
     removed a moment ago is refused), before anything is written or sent upstream.
 
     Raises TurnRefused: no such endpoint, or not the user's to use (deleted, or a team
     endpoint of a team they are not, or no longer, in: :data:`NO_ENDPOINT`); a monthly budget
-    reached (the message names it). Every turn plan (chat, compare) calls this.
+    reached (the message names it; not checked with ``budget=False``, for previews that send
+    nothing). Every turn plan (chat, compare) calls this.
     """
     if not endpoint_id:
         raise TurnRefused(NO_ENDPOINT)
@@ -400,14 +401,14 @@ def endpoint_for_turn(*, user: AbstractBaseUser, endpoint_id: int | str | None) 
         endpoint = endpoint_usable_get_for_user(user=user, endpoint_id=endpoint_id)
     except Http404 as exc:
         raise TurnRefused(NO_ENDPOINT) from exc
-    budget = teams.budget_reached(user=user, endpoint=endpoint)
-    if budget is not None:
-        raise TurnRefused(f"Not sent: {budget.label} is used up for this month. Ask a team owner or your admin.")
+    reached = teams.budget_reached(user=user, endpoint=endpoint) if budget else None
+    if reached is not None:
+        raise TurnRefused(f"Not sent: {reached.label} is used up for this month. Ask a team owner or your admin.")
     return endpoint
 
 
-def _endpoint(user: AbstractBaseUser, conversation: Conversation, s: NextTurnSettings) -> Endpoint:
-    return endpoint_for_turn(user=user, endpoint_id=s.endpoint_id or conversation.endpoint_id)
+def _endpoint(user: AbstractBaseUser, conversation: Conversation, s: NextTurnSettings, *, budget: bool = True) -> Endpoint:
+    return endpoint_for_turn(user=user, endpoint_id=s.endpoint_id or conversation.endpoint_id, budget=budget)
 
 
 def _check_settings(endpoint: Endpoint, s: NextTurnSettings) -> None:
@@ -673,7 +674,7 @@ def turn_preview_request(
     draft in the composer as the next message when there is one, and the panel's settings.
     Raises TurnRefused when there is no endpoint."""
     loaded = _load(user, conversation_id)
-    endpoint = _endpoint(user, loaded.conversation, settings)
+    endpoint = _endpoint(user, loaded.conversation, settings, budget=False)
     messages = history(loaded.thread)
     if draft.strip():
         messages += (ChatMessage(role if role in ("user", "assistant") else "user", draft),)

@@ -331,24 +331,24 @@ def test_usage_sums_equal_the_stored_figures_and_scope_is_respected(world) -> No
     services.conversation_fork(conversation=a.conversation)
     member = client_for(world["member"])
     body = member.get("/usage/").content.decode()
-    assert 'data-figure="turns">3<' in body and 'data-figure="prompt">41<' in body
+    assert 'data-figure="turns" data-value="3"' in body and 'data-figure="prompt" data-value="41"' in body
     member.post("/workspace/", {"workspace": world["team"].pk})
     body = member.get("/usage/").content.decode()
-    assert 'data-figure="turns">2<' in body and 'data-figure="completion">60<' in body and "olga" not in body
-    assert 'data-figure="cost">$0.7500<' in body
+    assert 'data-figure="turns" data-value="2"' in body and 'data-figure="completion" data-value="60"' in body and "olga" not in body
+    assert 'data-figure="cost" data-value="0.75"' in body and '$0.7500' in body
     owner = client_for(world["owner"])
     owner.post("/workspace/", {"workspace": world["team"].pk})
     body = owner.get("/usage/").content.decode()
-    assert 'data-figure="turns">3<' in body and 'data-figure="prompt">1040<' in body
+    assert 'data-figure="turns" data-value="3"' in body and 'data-figure="prompt" data-value="1040"' in body
     assert "mia" in body and "olga" in body and "<rect" in body
     body = owner.get(f"/usage/?member={world['member'].pk}").content.decode()
-    assert 'data-figure="turns">2<' in body
+    assert 'data-figure="turns" data-value="2"' in body
     csv_text = owner.get("/usage.csv").content.decode()
     assert csv_text.splitlines()[0].startswith("day,user,endpoint,model") and len(csv_text.splitlines()) == 4
     # A stranger asking for the member filter sees only their own (nothing).
     s = client_for(world["stranger"])
     body = s.get(f"/usage/?member={world['member'].pk}").content.decode()
-    assert 'data-figure="turns">0<' in body
+    assert 'data-figure="turns" data-value="0"' in body
 
 
 def test_usage_medians_and_days(world) -> None:  # noqa: ANN001
