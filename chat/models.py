@@ -347,5 +347,5 @@ class Message(models.Model):
             owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
             usage_user_id=conversation.owner_id, usage_endpoint_id=snapshot.get("endpoint_id"),
             usage_team_id=snapshot.get("team_id"), usage_model=str(snapshot.get("model") or "")[:200],
-            usage_day=now.astimezone(dt.timezone.utc).date(),
+            usage_day=now.astimezone(dt.UTC).date(),
         )

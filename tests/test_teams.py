@@ -258,7 +258,7 @@ def test_turn_plan_uses_team_endpoint_for_members_only(world) -> None:  # noqa: 
 
 def _answer(user, ep, *, prompt=100, completion=50, cost=0.5, day=None, model="m1"):  # noqa: ANN001, ANN202
     conv = Conversation.objects.create(owner=user)
-    now = timezone.now() if day is None else dt.datetime.combine(day, dt.time(12), tzinfo=dt.timezone.utc)
+    now = timezone.now() if day is None else dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC)
     m = Message.new_answer(conversation=conv, lane_id=None, parent_id=None, turn_id=uuid.uuid4(),
                            snapshot=ep.settings_snapshot(model, "", {}), created_at=now)
     m.status = "complete"

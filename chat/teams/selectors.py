@@ -24,9 +24,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import (
-    Count, F, IntegerField, Q, QuerySet, Sum,
+    Count,
+    F,
+    Q,
+    QuerySet,
+    Sum,
 )
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Coalesce, Floor
 from django.http import Http404
 from django.utils import timezone
 
@@ -96,7 +100,7 @@ def membership_get_for_owner(*, user: AbstractBaseUser, membership_id: Any) -> M
 
 def month_start(today: dt.date | None = None) -> dt.date:
     """The first day of the current UTC month."""
-    today = today or timezone.now().astimezone(dt.timezone.utc).date()
+    today = today or timezone.now().astimezone(dt.UTC).date()
     return today.replace(day=1)
 
 
@@ -189,7 +193,7 @@ def _medians(qs: QuerySet[Message], column: str, per_unit: int) -> dict[tuple[An
     ten times slower on SQLite."""
     rows = (
         qs.filter(**{f"{column}__isnull": False})
-        .annotate(step=Cast(F(column) * per_unit, IntegerField()))
+        .annotate(step=Floor(F(column) * per_unit))
         .values("usage_endpoint_id", "usage_model", "step")
         .annotate(n=Count("usage_day"))
         .order_by("usage_endpoint_id", "usage_model", "step")

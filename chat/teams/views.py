@@ -20,9 +20,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from chat.teams import chart
+from chat.teams import chart, services
 from chat.teams import selectors as teams
-from chat.teams import services
 from chat.teams.models import Budget, BudgetUnit, Role
 
 # ---- teams -------------------------------------------------------------------------------
@@ -149,7 +148,7 @@ def _int(value: Any) -> int:
 
 
 def _today() -> dt.date:
-    return timezone.now().astimezone(dt.timezone.utc).date()
+    return timezone.now().astimezone(dt.UTC).date()
 
 
 def _scope(request: HttpRequest) -> tuple[teams.UsageScope, Any, bool]:
