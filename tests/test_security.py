@@ -102,7 +102,8 @@ def fill(route: str, ids: dict[str, Any]) -> str:
 
 @pytest.fixture
 def objects(alice) -> dict[str, Any]:  # noqa: ANN001
-    """One of everything alice owns: conversation, message, attachment, endpoint."""
+    """One of everything alice owns: conversation, message, attachment, endpoint, team (and
+    her membership of it), and her own user id (for the staff's user pages)."""
     conversation, answer = finished_turn(alice)
     user_message = Message.objects.get(conversation=conversation, role="user")
     attachment = Attachment.objects.create(
@@ -113,9 +114,13 @@ def objects(alice) -> dict[str, Any]:  # noqa: ANN001
         user=alice, name="Other", base_url="http://127.0.0.1:9/v1", api_key="sk-objects-1234567890",
     )
     SiteSettings.objects.update_or_create(pk=1, defaults={"open_signup": True})
+    from chat.teams import services as team_services
+
+    team = team_services.team_create(user=alice, name="Team")
     return {
         "conversation_id": conversation.pk, "message_id": answer.pk, "attachment_id": attachment.pk,
-        "endpoint_id": endpoint.pk,
+        "endpoint_id": endpoint.pk, "team_id": team.pk, "membership_id": team.memberships.get().pk,
+        "user_id": alice.pk,
     }
 
 

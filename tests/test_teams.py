@@ -404,6 +404,10 @@ def test_staff_deactivates_resets_and_budgets(world, admin_user) -> None:  # noq
     c.post(f"/users/{admin_user.pk}/active/", {"active": "0"})
     admin_user.refresh_from_db()
     assert admin_user.is_active
+    resp = c.post(f"/users/{admin_user.pk}/password/", {"new_password1": "Xy-new-pass-991", "new_password2": "Xy-new-pass-991"})
+    admin_user.refresh_from_db()
+    assert resp.status_code == 302 and "password_change" in resp.url.replace("-", "_") or "/password" in resp.url
+    assert admin_user.check_password(PW)  # one's own password goes through the ordinary change
     c.post(f"/users/{t.pk}/password/", {"new_password1": "Xy-new-pass-991", "new_password2": "Xy-new-pass-991"})
     t.refresh_from_db()
     assert t.check_password("Xy-new-pass-991")

@@ -232,8 +232,11 @@ def user_active(request: HttpRequest, user_id: int) -> HttpResponse:
 
 @staff_member_required(login_url="login")
 def user_password(request: HttpRequest, user_id: int) -> HttpResponse:
-    """Set a new password for an account (its sessions end)."""
+    """Set a new password for another account (its sessions end); one's own goes through the
+    ordinary password change (which asks for the old one and keeps this session)."""
     u = _user(user_id)
+    if u.pk == request.user.pk:
+        return redirect("password_change")
     form = SetPasswordForm(u, request.POST or None)
     if request.method == "POST" and form.is_valid():
         services.user_reset_password(user=u, password=form.cleaned_data["new_password1"])
