@@ -341,6 +341,9 @@ def test_usage_sums_equal_the_stored_figures_and_scope_is_respected(world) -> No
     body = owner.get("/usage/").content.decode()
     assert 'data-figure="turns" data-value="3"' in body and 'data-figure="prompt" data-value="1040"' in body
     assert "mia" in body and "olga" in body and "<rect" in body
+    team_page = owner.get(f"/teams/{world['team'].pk}/").content.decode()
+    assert "100 tokens · $0.7500" in team_page and "2000 tokens · $9.0000" in team_page  # each member's month
+    assert "100 tokens" not in member.get(f"/teams/{world['team'].pk}/").content.decode()  # owners only
     body = owner.get(f"/usage/?member={world['member'].pk}").content.decode()
     assert 'data-figure="turns" data-value="2"' in body
     csv_text = owner.get("/usage.csv").content.decode()
