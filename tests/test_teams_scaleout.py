@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import create_first_account, login
-from tests.test_scaleout import pg_redis  # noqa: F401 - the fixture
+from tests.test_scaleout import pg_redis as _module_pg_redis
+
+
+@pytest.fixture
+def pg_redis():  # noqa: ANN201
+    """A fresh PostgreSQL database (and Redis db) for each test: each starts with no account."""
+    yield from _module_pg_redis.__wrapped__()
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.browser]
 
@@ -15,7 +21,10 @@ PW = "member-Pass-word-77"
 ASSISTANT = ".msg-assistant"
 
 
-def test_removal_through_b_stops_the_turn_in_a_and_refuses_the_next_send(make_server, chromium, pg_redis) -> None:  # noqa: ANN001, F811
+def _setup(make_server, chromium, pg_redis):  # noqa: ANN001, ANN202
+    """Processes A and B on one PostgreSQL + Redis; the owner (on B) makes a team with mia and
+    a team endpoint; mia (on A) starts a long answer on it. Returns (owner page, member page,
+    contexts, team page URL)."""
     env = {"DATABASE_URL": pg_redis["DATABASE_URL"], "REDIS_URL": pg_redis["REDIS_URL"]}
     a = make_server(env=env)
     b = make_server(env=env)
@@ -50,6 +59,11 @@ def test_removal_through_b_stops_the_turn_in_a_and_refuses_the_next_send(make_se
     member.fill("#content", "A long one")
     member.press("#content", "Enter")
     member.wait_for_selector(f"{ASSISTANT}.status-streaming .answer :text('Simulated')", timeout=20_000)
+    return owner, member, (ctx_o, ctx_m), team_url
+
+
+def test_removal_through_b_stops_the_turn_in_a_and_refuses_the_next_send(make_server, chromium, pg_redis) -> None:  # noqa: ANN001
+    owner, member, (ctx_o, ctx_m), team_url = _setup(make_server, chromium, pg_redis)
     owner.goto(team_url)
     owner.locator("#members tr", has_text="mia").locator("button:has-text('Remove')").click()
     owner.wait_for_selector(".flash li:has-text('no longer in')")
@@ -59,3 +73,26 @@ def test_removal_through_b_stops_the_turn_in_a_and_refuses_the_next_send(make_se
     member.wait_for_selector("#notice:has-text('Not sent')")
     ctx_o.close()
     ctx_m.close()
+
+
+def test_removal_stops_a_turn_whose_page_was_closed(make_server, chromium, pg_redis) -> None:  # noqa: ANN001
+    """No socket of the member is left in A: B tells the process that streams the answer."""
+    import time
+
+    import psycopg
+
+    owner, member, (ctx_o, ctx_m), team_url = _setup(make_server, chromium, pg_redis)
+    ctx_m.close()  # the answer keeps streaming in A without any page
+    owner.goto(team_url)
+    owner.locator("#members tr", has_text="mia").locator("button:has-text('Remove')").click()
+    owner.wait_for_selector(".flash li:has-text('no longer in')")
+    deadline = time.monotonic() + 15
+    status = None
+    while time.monotonic() < deadline:
+        with psycopg.connect(pg_redis["DATABASE_URL"]) as con:
+            status = con.execute("SELECT status FROM chat_message WHERE role = 'assistant'").fetchone()[0]
+        if status != "streaming":
+            break
+        time.sleep(0.3)
+    assert status == "stopped"
+    ctx_o.close()

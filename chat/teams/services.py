@@ -10,17 +10,22 @@ May import: Django, channels (through chat.signals), chat.models, chat.teams.
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 
 from chat import signals
-from chat.models import Endpoint
+from chat.models import Endpoint, Message, MessageStatus
 from chat.teams.models import Budget, BudgetUnit, Membership, Role, Team
+
+log = logging.getLogger(__name__)
 
 TEAM_REVOKE = "team.revoke"
 
@@ -83,8 +88,21 @@ def member_remove(*, membership: Membership) -> None:
 
 
 def revoke_endpoints(*, user_id: int, endpoint_ids: list[str]) -> None:
-    """Tell every socket of ``user_id`` (every process) to stop its turns on ``endpoint_ids``."""
+    """Tell every socket of ``user_id`` (every process) to stop its turns on ``endpoint_ids``;
+    with a shared channel layer (Redis) also tell the process streaming each of the user's
+    answers on them, which stops it even when the user has no page open there."""
     signals._send(signals.user_group(user_id), {"type": TEAM_REVOKE, "endpoint_ids": endpoint_ids})
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer) or not endpoint_ids:
+        return  # one process: its sockets (above) are the only way to its turns
+    running = Message.objects.filter(
+        status=MessageStatus.STREAMING, usage_user_id=user_id, usage_endpoint_id__in=[int(i) for i in endpoint_ids]
+    ).exclude(owner_channel="").values_list("id", "owner_channel")
+    for mid, channel in running:
+        try:
+            async_to_sync(layer.send)(channel, {"type": "turn.stop", "mid": str(mid)})
+        except Exception:
+            log.warning("stopping %s on %s failed", mid, channel, exc_info=True)
 
 
 def team_delete(*, team: Team) -> None:
