@@ -107,10 +107,13 @@ def endpoint_create(
     extra_headers: dict[str, str] | None = None,
     stream_options: bool = True,
     default_model: str = "",
+    team: Any = None,
 ) -> Endpoint:
-    """Create an endpoint; secrets are encrypted before the row is written."""
+    """Create an endpoint; secrets are encrypted before the row is written. With ``team`` (a
+    :class:`chat.models.Team` the caller checked ``user`` owns) the endpoint is the team's."""
     endpoint = Endpoint(
-        owner=user,
+        owner=None if team is not None else user,
+        team=team,
         name=name,
         base_url=base_url.rstrip("/"),
         api_style=api_style,
@@ -494,6 +497,7 @@ def message_complete(
         logprobs=logprobs or [],
         replay_blocks=replay_blocks or [],
         heartbeat_at=timezone.now(),
+        **Message.usage_figures(usage, metrics),  # the usage page's number columns, same UPDATE
     )
     return bool(updated)
 

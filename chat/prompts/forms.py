@@ -15,10 +15,10 @@ from typing import Any
 from django import forms
 
 from chat.forms import ParamsForm
-from chat.models import Endpoint
 from chat.prompts import variables
 from chat.prompts.models import PromptVisibility
 from chat.prompts.services import LABEL_RE, MAX_MESSAGES, VersionContent
+from chat.selectors import endpoint_list_for_user
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$"
 MESSAGE_SLOTS_EXTRA = 2
@@ -56,7 +56,7 @@ class PromptForm(forms.Form):
         self.user = user
         self.base_params = {k: v for k, v in (base_params or {}).items() if k not in EDITOR_PARAM_FIELDS}
         self.fields["endpoint_id"].choices = [("", "(the user's first endpoint)")] + [
-            (e.pk, e.name) for e in Endpoint.objects.filter(owner=user).order_by("name")
+            (e.pk, e.name) for e in endpoint_list_for_user(user=user)
         ]
         self.params_form = ParamsForm(self.data if self.is_bound else None, prefix=None)
         self.message_rows: list[dict[str, str]] = []

@@ -27,6 +27,7 @@ from chat.prompts.models import (
     PromptVersion,
     PromptVisibility,
 )
+from chat.selectors import endpoint_list_for_user
 
 MAX_MESSAGES = 20  # message templates per version
 EXPORT_FORMAT = "playground.prompt/1"
@@ -162,8 +163,9 @@ class PromptUse:
 
 def _endpoint_for(user: AbstractBaseUser, config: Mapping[str, Any]) -> Endpoint | None:
     eid = config.get("endpoint_id")
-    endpoint = Endpoint.objects.filter(owner=user, pk=eid).first() if eid else None
-    return endpoint or Endpoint.objects.filter(owner=user).order_by("id").first()
+    usable = endpoint_list_for_user(user=user)
+    endpoint = usable.filter(pk=eid).first() if eid else None
+    return endpoint or usable.order_by("id").first()
 
 
 def conversation_from_version(
@@ -253,7 +255,7 @@ def token_revoke(*, user: AbstractBaseUser, token_id: int) -> bool:
 def prompt_export(*, prompt: Prompt) -> dict[str, Any]:
     """The prompt, all its versions (oldest first) and labels as a JSON-able dict
     (``format: "playground.prompt/1"``). The endpoint is kept as its name only."""
-    names = dict(Endpoint.objects.filter(owner=prompt.owner).values_list("id", "name"))
+    names = dict(endpoint_list_for_user(user=prompt.owner).values_list("id", "name"))
     versions = []
     for v in prompt.versions.order_by("number"):
         config = {k: val for k, val in (v.config or {}).items() if k != "endpoint_id"}
@@ -273,7 +275,7 @@ def prompt_import(*, user: AbstractBaseUser, data: Mapping[str, Any], name: str 
     """Create a private prompt in ``user``'s library from :func:`prompt_export` output (already
     validated by ``chat.prompts.forms.validate_export``); versions keep their order, labels
     point at the matching versions; an endpoint is matched by name among the user's own."""
-    by_name = dict(Endpoint.objects.filter(owner=user).values_list("name", "id"))
+    by_name = dict(endpoint_list_for_user(user=user).values_list("name", "id"))
     with transaction.atomic():
         contents = []
         for v in data["versions"]:
