@@ -67,14 +67,16 @@ def _new_version(prompt: Prompt, user: AbstractBaseUser, content: VersionContent
 def prompt_create(
     *, user: AbstractBaseUser, name: str, description: str = "", tags: list[str] | None = None,
     visibility: str = PromptVisibility.PRIVATE, content: VersionContent, message: str = "",
-    forked_from: PromptVersion | None = None,
+    forked_from: PromptVersion | None = None, team_id: int | None = None,
 ) -> Prompt:
-    """A new prompt with version 1. Raises PromptError when the user has a prompt of that name."""
+    """A new prompt with version 1. ``team_id``: with visibility "team", a team the user is a
+    member of (checked by the form). Raises PromptError when the user has a prompt of that name."""
     try:
         with transaction.atomic():
             prompt = Prompt.objects.create(
                 owner=user, name=name, description=description, tags=list(tags or []),
                 visibility=visibility, forked_from=forked_from,
+                team_id=team_id if visibility == PromptVisibility.TEAM else None,
             )
             _new_version(prompt, user, content, message)
     except IntegrityError as exc:
@@ -84,7 +86,7 @@ def prompt_create(
 
 def prompt_save(
     *, prompt: Prompt, user: AbstractBaseUser, name: str, description: str, tags: list[str], visibility: str,
-    content: VersionContent, message: str = "",
+    content: VersionContent, message: str = "", team_id: int | None = None,
 ) -> PromptVersion | None:
     """Update the prompt's name/description/tags/visibility and add a version when the content
     differs from the newest one. Returns the new version, or None when only metadata changed.
@@ -92,7 +94,8 @@ def prompt_save(
     try:
         with transaction.atomic():
             Prompt.objects.filter(pk=prompt.pk).update(
-                name=name, description=description, tags=list(tags), visibility=visibility, updated_at=timezone.now()
+                name=name, description=description, tags=list(tags), visibility=visibility,
+                team_id=team_id if visibility == PromptVisibility.TEAM else None, updated_at=timezone.now(),
             )
             latest = selectors.version_latest(prompt=prompt)
             if latest is not None and VersionContent.of(latest) == content:
