@@ -146,13 +146,19 @@ def test_keyboard_only_send_regenerate_edit_delete_with_focus(server, page) -> N
     pg.on("dialog", lambda d: d.accept())
     create_first_account(pg, server)
     ready(pg)
-    # The composer has focus on load; the first Tab from the top reaches the skip link.
-    assert focused_in(pg, "#content"), active(pg)
-    pg.evaluate("() => document.activeElement.blur()")
+    chat = pg.url
+    # The first Tab on a page reaches the skip link, which skips the top bar.
+    pg.goto(server.url + "/endpoints/")
     pg.keyboard.press("Tab")
     assert focused_in(pg, ".skip-link"), active(pg)
     pg.keyboard.press("Enter")
     assert focused_in(pg, "#content-start"), active(pg)
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("() => !document.activeElement.closest('header')"), active(pg)
+    # The chat page: the composer has focus on load.
+    pg.goto(chat)
+    ready(pg)
+    assert focused_in(pg, "#content"), active(pg)
     # Ctrl+K: search conversations; Shift+Esc: back to the composer.
     pg.keyboard.press("Control+k")
     assert focused_in(pg, "#conv-search"), active(pg)
@@ -260,6 +266,7 @@ def test_axe_on_every_page_desktop_phone_light_dark(server, page) -> None:  # no
                     pg.keyboard.press("Escape")
     pg.emulate_media(color_scheme="light")
     # The login page, logged out.
+    pg.set_viewport_size(DESKTOP)
     pg.goto(chat)
     pg.click("#site-nav button:has-text('Log out')")
     pg.goto(server.url + "/accounts/login/")
