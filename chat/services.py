@@ -210,12 +210,14 @@ def conversation_create(*, user: AbstractBaseUser, endpoint: Endpoint | None = N
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
-    """Rename; an empty title is refused (the sidebar hides untitled conversations)."""
+    """Rename; an empty title is refused (the sidebar hides untitled conversations). The
+    conversation keeps its place in the sidebar: ``updated_at`` (the sidebar's order) is not
+    touched by a rename."""
     title = title.strip()[:200]
     if not title:
         raise ValueError("A title cannot be empty.")
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)
     conversation.title = title
-    conversation.save(update_fields=["title", "updated_at"])
     return conversation
 
 

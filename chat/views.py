@@ -279,7 +279,7 @@ def conversation_sidebar(request: HttpRequest) -> HttpResponse:
     current = request.GET.get("current")
     return render(
         request, "chat/conversation.html#sidebar-list",
-        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200],
+        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200], "query": q,
          "conversation": {"pk": int(current)} if current and current.isdigit() else None},
     )
 

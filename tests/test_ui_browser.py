@@ -178,6 +178,10 @@ def test_keyboard_only_send_regenerate_edit_delete_with_focus(server, page) -> N
     pg.keyboard.press("Enter")
     pg.wait_for_selector(f"{ASSISTANT}.status-complete")
     assert focused_in(pg, "#content"), active(pg)
+    # The header shows the new title and its actions as soon as the conversation has one.
+    pg.wait_for_selector("#chat-head #conv-title", state="visible")
+    assert pg.input_value("#conv-title") == "Hello keyboard" and pg.is_visible("#chat-head .conv-delete button")
+    assert pg.is_hidden("#chat-title-empty")
     # Screen readers hear the answer once, when it is complete.
     pg.wait_for_function("() => document.getElementById('live-region').textContent.startsWith('Answer complete')")
     assert pg.get_attribute("#live-region", "aria-live") == "polite"

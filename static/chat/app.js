@@ -824,9 +824,23 @@
       if (e.key === "?" && !typing && !mod && !e.altKey) { e.preventDefault(); sheet(); }
     });
 
+    // The header shows the title and its actions as soon as the conversation has a title (it
+    // arrives with the sidebar after the first answer).
+    function syncHead() {
+      var empty = $("chat-title-empty"), input = $("conv-title");
+      if (!empty || empty.hidden || !input) return;
+      var cur = document.querySelector("#conversation-list li.current a");
+      var title = cur && cur.textContent.trim();
+      if (!title) return;
+      input.value = title;
+      empty.hidden = true;
+      document.querySelectorAll("#chat-head form").forEach(function (f) { f.hidden = false; });
+      document.title = title + " · LLM Playground";
+    }
+
     return {
       say: say, closeAll: closeAll, syncComposer: syncComposer, echo: echo, dropEcho: dropEcho, pill: pill,
-      afterSwap: function () { syncComposer(); restoreFocus(); },
+      afterSwap: function () { syncComposer(); syncHead(); restoreFocus(); },
       init: function () {
         applyTheme(); syncComposer();
         var c = $("content");

@@ -1,0 +1,74 @@
+"""Issue 10's server-side bits of the chat page: a rename keeps the conversation's place in
+the sidebar, an empty search says "No matches", and the page carries the drawers' buttons,
+the shortcut sheet and the live region."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from chat import middleware, services
+from chat.models import Conversation
+
+PASSWORD = "correct-horse-battery-9"
+
+
+@pytest.fixture(autouse=True)
+def _setup(settings) -> None:  # noqa: ANN001
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    middleware.reset_cache()
+    yield
+    middleware.reset_cache()
+
+
+@pytest.fixture
+def alice(db):  # noqa: ANN001, ANN201
+    return services.user_create(username="alice", password=PASSWORD)
+
+
+@pytest.fixture
+def client(alice) -> Client:  # noqa: ANN001
+    c = Client()
+    c.force_login(alice)
+    return c
+
+
+def titled(user, title: str) -> Conversation:  # noqa: ANN001
+    conv = services.conversation_create(user=user)
+    services.conversation_rename(conversation=conv, title=title)
+    return conv
+
+
+@pytest.mark.django_db
+def test_renaming_does_not_move_a_conversation_to_the_top(client: Client, alice) -> None:  # noqa: ANN001
+    older = titled(alice, "Older chat")
+    newer = titled(alice, "Newer chat")
+    Conversation.objects.filter(pk=newer.pk).update(updated_at=older.updated_at.replace(year=older.updated_at.year + 1))
+    before = Conversation.objects.get(pk=older.pk).updated_at
+    r = client.post(f"/c/{older.pk}/rename/", {"title": "Renamed older chat"})
+    assert r.status_code == 302
+    older.refresh_from_db()
+    assert older.title == "Renamed older chat" and older.updated_at == before
+    page = client.get("/c/sidebar/").content.decode()
+    assert page.index(f"/c/{newer.pk}/") < page.index(f"/c/{older.pk}/")
+
+
+@pytest.mark.django_db
+def test_an_empty_search_says_no_matches(client: Client, alice) -> None:  # noqa: ANN001
+    titled(alice, "Sourdough bread")
+    page = client.get("/c/sidebar/", {"q": "kubernetes"}).content.decode()
+    assert "No matches." in page and "No conversations yet" not in page
+    assert "Sourdough" in client.get("/c/sidebar/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_chat_page_has_the_drawer_buttons_the_sheet_and_a_polite_live_region(client: Client, alice) -> None:  # noqa: ANN001
+    conv = services.conversation_create(user=alice)
+    page = client.get(f"/c/{conv.pk}/").content.decode()
+    assert 'aria-controls="sidebar"' in page and 'aria-controls="settings"' in page
+    assert 'id="shortcuts-dialog"' in page and 'class="skip-link"' in page
+    assert 'id="live-region"' in page and 'aria-live="polite"' in page
+    assert 'id="composer-stop"' in page
+    # Icons are inline SVG hidden from screen readers; the buttons carry the names.
+    assert 'aria-label="Conversations"' in page and 'aria-label="Settings"' in page and 'aria-label="New chat"' in page
+    assert "📎" not in page and "🔗" not in page
