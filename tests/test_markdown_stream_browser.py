@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.conftest import create_first_account, free_port
+from tests.test_ui_browser import shot
 
 pytestmark = [pytest.mark.browser]
 
@@ -224,7 +225,14 @@ def test_a_long_markdown_answer_streams_rendered_and_ends_equal_to_the_final_pag
         assert wide == 0, width
         pre = pg.evaluate("() => { const p = document.querySelector('.msg-assistant .answer pre'); return [p.scrollWidth, p.clientWidth, getComputedStyle(p).overflowX]; }")
         assert pre[2] == "auto", pre
+    # The README's pictures: the answer at 1280 and 390 px wide.
+    pg.evaluate("() => { const t = document.getElementById('thread'); const tb = t.querySelector('.answer table'); t.scrollTop = tb.offsetTop - 420; }")
+    pg.set_viewport_size({"width": 390, "height": 844})
+    pg.evaluate("() => { const t = document.getElementById('thread'); t.scrollTop = t.querySelector('.answer pre').closest('.mdb').offsetTop - 160; }")
+    shot(pg, "ui-phone")
     pg.set_viewport_size({"width": 1280, "height": 860})
+    pg.evaluate("() => { const t = document.getElementById('thread'); t.scrollTop = t.querySelector('.answer table').closest('.mdb').offsetTop - 300; }")
+    shot(pg, "ui-desktop")
     # The final page (a reload renders from the stored answer) has the same blocks.
     pg.reload()
     pg.wait_for_selector(".msg-assistant.status-complete")

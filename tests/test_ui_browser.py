@@ -2,9 +2,9 @@
 shortcuts, focus after every swap, the skip link), screen readers (one polite announcement per
 answer) and axe-core on every page at desktop and phone widths, light and dark.
 
-Screenshots: with ``PLAYGROUND_SCREENSHOTS=1`` the tests write docs/ui-desktop.png,
-docs/ui-phone.png and docs/ui-dark.png (the README's pictures); otherwise they go to
-test-artifacts/.
+Screenshots: with ``PLAYGROUND_SCREENSHOTS=1`` the tests write the README's pictures into docs/
+(ui-phone-settings.png and ui-dark.png here; ui-desktop.png and ui-phone.png in
+tests/test_markdown_stream_browser.py); otherwise they go to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def shot(pg, name: str) -> Path:  # noqa: ANN001
     where = ROOT / "docs" if os.environ.get("PLAYGROUND_SCREENSHOTS") else ARTIFACTS
     where.mkdir(exist_ok=True)
     path = where / f"{name}.png"
+    pg.wait_for_timeout(300)  # drawers finish sliding after a resize
     pg.screenshot(path=str(path))
     return path
 
@@ -100,6 +101,7 @@ def test_phone_layout_drawers_send_and_stop(server, chromium) -> None:  # noqa: 
         pg.wait_for_function("() => document.activeElement && document.activeElement.closest('#settings') !== null")
         pg.fill("#model", SLOW)
         no_sideways_scroll(pg, "settings drawer open")
+        shot(pg, "ui-phone-settings")
         # Esc closes the drawer and gives focus back to its button.
         pg.keyboard.press("Escape")
         pg.wait_for_selector("#settings #model", state="hidden")
@@ -124,7 +126,6 @@ def test_phone_layout_drawers_send_and_stop(server, chromium) -> None:  # noqa: 
         assert not pg.is_visible("#composer-stop")
         assert server.query("select status from chat_message where role='assistant'")[0][0] == "stopped"
         no_sideways_scroll(pg, "after stop")
-        shot(pg, "ui-phone")
         # The site menu: a button, not a row of links wider than the phone.
         assert not pg.is_visible("#site-nav a[href$='/endpoints/']")
         pg.click("#nav-toggle")
