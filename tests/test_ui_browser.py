@@ -251,6 +251,10 @@ def test_axe_on_every_page_desktop_phone_light_dark(server, page) -> None:  # no
     pg.fill("#model", "sim-fast?fault=429")
     send(pg, "And an error")
     pg.wait_for_selector(f"{ASSISTANT}.status-error")
+    # On an error the metrics leave out what was not measured ("—").
+    shown = pg.evaluate("() => Array.from(document.querySelectorAll('.msg-assistant.status-error .metric dd, "
+                        ".msg-assistant.status-error .metrics-line .ml')).map(d => d.textContent.trim())")
+    assert "—" not in shown and not any(v.endswith("—") for v in shown), shown
     chat = pg.url
     inspect = server.url + pg.get_attribute(f"{ASSISTANT} a.inspect-link", "href")
     pages = [chat, server.url + "/endpoints/", server.url + "/endpoints/new/", server.url + "/users/",
@@ -298,6 +302,10 @@ def test_theme_toggle_overrides_the_system_and_sticks(server, page) -> None:  # 
     pg.fill("#model", FAST)
     send(pg, "A dark **answer** with `code`")
     pg.wait_for_selector(f"{ASSISTANT}.status-complete")
+    # The metrics strip is one line; Enter on it (keyboard) opens the table and what each term means.
+    pg.focus(f"{ASSISTANT} .metrics-line")
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector(f"{ASSISTANT} .metric-terms dd:has-text('Time to first token')", state="visible")
     pg.set_viewport_size(DESKTOP)
     shot(pg, "ui-dark")
     pg.click("#theme-toggle")
