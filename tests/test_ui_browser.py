@@ -310,3 +310,29 @@ def test_theme_toggle_overrides_the_system_and_sticks(server, page) -> None:  # 
     shot(pg, "ui-dark")
     pg.click("#theme-toggle")
     assert pg.evaluate(bg) == light
+
+
+def test_scrolling_up_while_streaming_shows_a_new_output_pill_instead_of_yanking(server, page) -> None:  # noqa: ANN001
+    pg = page
+    pg.set_viewport_size({"width": 1280, "height": 520})
+    create_first_account(pg, server)
+    ready(pg)
+    pg.fill("#model", "sim-fast?ttft_ms=10&delay_ms=25&length=1500&reasoning=0")
+    send(pg, "A very long answer please")
+    # The optimistic echo or the server's copy shows the message at once, and the view follows.
+    pg.wait_for_selector(".msg-user")
+    pg.wait_for_function("() => { const t = document.getElementById('thread'); return t.scrollHeight > t.clientHeight + 200; }", timeout=30_000)
+    at_bottom = "() => { const t = document.getElementById('thread'); return t.scrollHeight - t.scrollTop - t.clientHeight < 130; }"
+    assert pg.evaluate(at_bottom)
+    assert pg.is_hidden("#new-output") or pg.locator("#new-output").count() == 0
+    pg.evaluate("() => { document.getElementById('thread').scrollTop = 0; }")
+    pg.wait_for_selector("#new-output", state="visible")
+    pg.wait_for_timeout(500)
+    assert pg.evaluate("() => document.getElementById('thread').scrollTop") < 5  # not yanked down
+    pg.click("#new-output")
+    assert pg.evaluate(at_bottom)
+    pg.wait_for_selector("#new-output", state="hidden")
+    assert focused_in(pg, "#content"), active(pg)
+    pg.keyboard.press("Escape")  # Esc stops the answer
+    pg.wait_for_selector(f"{ASSISTANT}.status-stopped")
+    pg.wait_for_function("() => document.getElementById('live-region').textContent === 'Answer stopped.'")

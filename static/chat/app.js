@@ -327,6 +327,9 @@
     var send = document.getElementById("send");
     if (send) send.disabled = false;
     ui.dropEcho();
+    // A notice about an earlier send (refused, too large) is gone with its cause.
+    var n = document.getElementById("notice");
+    if (n && n.textContent) { n.textContent = ""; n.className = ""; }
   }
 
   function afterFrame(frameText) {
