@@ -133,7 +133,7 @@ def test_phone_layout_drawers_send_and_stop(server, chromium) -> None:  # noqa: 
         pg.keyboard.press("Escape")
         pg.wait_for_selector("#site-nav a[href$='/endpoints/']", state="hidden")
         # Every other page fits a phone too.
-        for path in ("/endpoints/", "/endpoints/new/", "/users/", "/accounts/password_change/", "/no-such-page/"):
+        for path in ("/endpoints/", "/endpoints/new/", "/users/", "/accounts/password/", "/signup/", "/no-such-page/"):
             pg.goto(server.url + path)
             no_sideways_scroll(pg, path)
     finally:
@@ -258,7 +258,7 @@ def test_axe_on_every_page_desktop_phone_light_dark(server, page) -> None:  # no
     chat = pg.url
     inspect = server.url + pg.get_attribute(f"{ASSISTANT} a.inspect-link", "href")
     pages = [chat, server.url + "/endpoints/", server.url + "/endpoints/new/", server.url + "/users/",
-             server.url + "/accounts/password_change/", inspect, server.url + "/no-such-page/"]
+             server.url + "/accounts/password/", server.url + "/signup/", inspect, server.url + "/no-such-page/"]
     for scheme in ("light", "dark"):
         pg.emulate_media(color_scheme=scheme)
         for size in (DESKTOP, PHONE):

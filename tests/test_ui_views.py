@@ -72,3 +72,19 @@ def test_the_chat_page_has_the_drawer_buttons_the_sheet_and_a_polite_live_region
     # Icons are inline SVG hidden from screen readers; the buttons carry the names.
     assert 'aria-label="Conversations"' in page and 'aria-label="Settings"' in page and 'aria-label="New chat"' in page
     assert "📎" not in page and "🔗" not in page
+
+
+@pytest.mark.django_db
+def test_a_non_admin_gets_the_403_page_on_admin_pages_not_a_login_form(client: Client) -> None:
+    for url in ("/users/", "/admin/", "/admin/auth/user/"):
+        resp = client.get(url, follow=True)
+        assert resp.status_code == 403, url
+        body = resp.content.decode()
+        assert 'id="error-403"' in body and 'name="password"' not in body, url
+
+
+@pytest.mark.django_db
+def test_signed_out_admin_pages_still_ask_to_log_in(db) -> None:  # noqa: ANN001
+    services.user_create(username="someone", password=PASSWORD)
+    resp = Client().get("/users/")
+    assert resp.status_code == 302 and "/accounts/login/" in resp.url
