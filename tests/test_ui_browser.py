@@ -99,6 +99,7 @@ def test_phone_layout_drawers_send_and_stop(server, chromium) -> None:  # noqa: 
         pg.wait_for_selector("#settings.open #model", state="visible")
         assert pg.get_attribute("#settings-toggle", "aria-expanded") == "true"
         pg.wait_for_function("() => document.activeElement && document.activeElement.closest('#settings') !== null")
+        assert pg.get_by_label("Model", exact=True).get_attribute("id") == "model"  # the field has its name
         pg.fill("#model", SLOW)
         no_sideways_scroll(pg, "settings drawer open")
         shot(pg, "ui-phone-settings")
@@ -267,6 +268,15 @@ def test_axe_on_every_page_desktop_phone_light_dark(server, page) -> None:  # no
                 pg.goto(url)
                 pg.wait_for_load_state("load")
                 axe(pg, f"{url} {scheme} {size['width']}")
+                if url == chat and size == DESKTOP:
+                    pg.click("#shortcuts-open")
+                    pg.wait_for_selector("#shortcuts-dialog[open]")
+                    axe(pg, f"shortcut sheet {scheme}")
+                    pg.keyboard.press("Escape")
+                    pg.click("#view-code")
+                    pg.wait_for_selector("#code-dialog[open] pre")
+                    axe(pg, f"code dialog {scheme}")
+                    pg.keyboard.press("Escape")
                 if url == chat and size == PHONE:
                     pg.click("#settings-toggle")
                     pg.wait_for_selector("#settings.open #model", state="visible")

@@ -88,3 +88,17 @@ def test_signed_out_admin_pages_still_ask_to_log_in(db) -> None:  # noqa: ANN001
     services.user_create(username="someone", password=PASSWORD)
     resp = Client().get("/users/")
     assert resp.status_code == 302 and "/accounts/login/" in resp.url
+
+
+@pytest.mark.django_db
+def test_the_new_endpoint_form_says_api_key_and_offers_nothing_to_keep_or_remove(client: Client, alice) -> None:  # noqa: ANN001
+    page = client.get("/endpoints/new/").content.decode()
+    assert ">API key<" in page and "Api key" not in page
+    assert "keep the current" not in page and "Remove the stored" not in page
+    resp = client.post("/endpoints/new/", {"name": "Mine", "base_url": "sim://builtin/v1", "api_style": "openai_chat", "api_key": "sk-1"})
+    assert resp.status_code == 302
+    from chat.models import Endpoint
+
+    ep = Endpoint.objects.get(owner=alice, name="Mine")
+    edit = client.get(f"/endpoints/{ep.pk}/").content.decode()
+    assert "keep the current key" in edit and "Remove the stored key" in edit

@@ -610,12 +610,23 @@
     if (e.target.classList.contains("close-dialog")) e.target.closest("dialog").close();
     if (e.target.classList.contains("tab")) {
       var view = e.target.closest(".code-view");
-      view.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("active", t === e.target); });
+      view.querySelectorAll(".tab").forEach(function (t) {
+        var on = t === e.target;
+        t.classList.toggle("active", on); t.setAttribute("aria-selected", on ? "true" : "false"); t.tabIndex = on ? 0 : -1;
+      });
       view.querySelectorAll(".tab-panel").forEach(function (p) { p.hidden = p.dataset.panel !== e.target.dataset.tab; });
     }
     if (e.target.classList.contains("copy-snippet")) {
       copy(e.target.closest(".tab-panel").querySelector("pre").textContent, e.target);
     }
+  });
+
+  // Tabs: Left/Right move between them (one tab stop for the whole list).
+  document.addEventListener("keydown", function (e) {
+    if (!(e.target.classList && e.target.classList.contains("tab")) || (e.key !== "ArrowLeft" && e.key !== "ArrowRight")) return;
+    var tabs = Array.prototype.slice.call(e.target.closest("[role=tablist]").querySelectorAll("[role=tab]"));
+    var next = tabs[(tabs.indexOf(e.target) + (e.key === "ArrowRight" ? 1 : tabs.length - 1)) % tabs.length];
+    e.preventDefault(); next.focus(); next.click();
   });
 
   // Confirmations of plain forms (delete buttons), instead of inline onsubmit handlers.
