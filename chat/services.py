@@ -209,6 +209,27 @@ def conversation_create(*, user: AbstractBaseUser, endpoint: Endpoint | None = N
     return conversation
 
 
+def conversation_create_like_last(*, user: AbstractBaseUser) -> Conversation:
+    """A new conversation that starts with the endpoint, model, system prompt and parameters of
+    the user's most recently active conversation (``updated_at``), not the endpoint defaults; the
+    first conversation (or one whose endpoint is gone) falls back to :func:`conversation_create`."""
+    last = (
+        Conversation.objects.filter(owner=user, endpoint__owner=user)
+        .only("endpoint", "model", "system_prompt", "params")
+        .order_by("-updated_at", "-id")
+        .first()
+    )
+    if last is None:
+        return conversation_create(user=user)
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=user, endpoint_id=last.endpoint_id, model=last.model,
+            system_prompt=last.system_prompt, params=dict(last.params or {}),
+        )
+        Lane.objects.create(conversation=conversation, position=0, endpoint_id=last.endpoint_id, model=last.model)
+    return conversation
+
+
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
     """Rename; an empty title is refused (the sidebar hides untitled conversations). The
     conversation keeps its place in the sidebar: ``updated_at`` (the sidebar's order) is not

@@ -259,7 +259,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    conversation = services.conversation_create(user=request.user)
+    # A new chat keeps the last chat's endpoint, model and settings (issue 10).
+    conversation = services.conversation_create_like_last(user=request.user)
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 

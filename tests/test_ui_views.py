@@ -102,3 +102,23 @@ def test_the_new_endpoint_form_says_api_key_and_offers_nothing_to_keep_or_remove
     ep = Endpoint.objects.get(owner=alice, name="Mine")
     edit = client.get(f"/endpoints/{ep.pk}/").content.decode()
     assert "keep the current key" in edit and "Remove the stored key" in edit
+
+
+@pytest.mark.django_db
+def test_a_new_chat_starts_with_the_last_chats_endpoint_model_and_settings(client: Client, alice) -> None:  # noqa: ANN001
+    from chat.models import Endpoint
+
+    first = client.post("/c/new/").url
+    conv = Conversation.objects.get(pk=int(first.strip("/").split("/")[-1]))
+    ep = Endpoint.objects.filter(owner=alice).first()
+    assert conv.endpoint_id == ep.pk  # the first chat: the user's first endpoint and its default
+    other = services.user_create(username="mallory", password=PASSWORD)
+    theirs = services.conversation_create(user=other)
+    Conversation.objects.filter(pk=theirs.pk).update(model="mallory-model", system_prompt="Mallory's", params={"seed": 7})
+    Conversation.objects.filter(pk=conv.pk).update(model="sim-slow", system_prompt="Be terse.", params={"temperature": 0.3, "max_tokens": 64})
+    new = Conversation.objects.get(pk=int(client.post("/c/new/").url.strip("/").split("/")[-1]))
+    assert new.pk != conv.pk
+    assert (new.endpoint_id, new.model, new.system_prompt, new.params) == (ep.pk, "sim-slow", "Be terse.", {"temperature": 0.3, "max_tokens": 64})
+    assert new.lanes.get().model == "sim-slow"
+    page = client.get(f"/c/{new.pk}/").content.decode()
+    assert 'value="sim-slow"' in page and "Be terse." in page
