@@ -122,3 +122,20 @@ def test_a_new_chat_starts_with_the_last_chats_endpoint_model_and_settings(clien
     assert new.lanes.get().model == "sim-slow"
     page = client.get(f"/c/{new.pk}/").content.decode()
     assert 'value="sim-slow"' in page and "Be terse." in page
+
+
+@pytest.mark.django_db
+def test_the_simulator_scenarios_are_in_the_model_picker_and_parse(client: Client, alice) -> None:  # noqa: ANN001
+    from chat.scenarios import SCENARIOS
+    from chat.simulator.knobs import parse_knobs
+
+    for sc in SCENARIOS:
+        parse_knobs(sc.model)  # raises KnobError on a bad knob
+        assert sc.label.startswith("Scenario: ") and len(sc.label) < 80
+    conv = services.conversation_create(user=alice)
+    assert conv.endpoint.is_simulator
+    page = client.get(f"/c/{conv.pk}/").content.decode()
+    assert 'value="sim-fast?fault=429&amp;retry_after=10" data-scenario="1">Scenario: rate limited' in page
+    assert page.count('data-scenario="1"') == len(SCENARIOS)
+    models = client.get(f"/endpoints/{conv.endpoint_id}/models/").content.decode()
+    assert models.count('data-scenario="1"') == len(SCENARIOS)
