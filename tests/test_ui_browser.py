@@ -346,3 +346,41 @@ def test_scrolling_up_while_streaming_shows_a_new_output_pill_instead_of_yanking
     pg.keyboard.press("Escape")  # Esc stops the answer
     pg.wait_for_selector(f"{ASSISTANT}.status-stopped")
     pg.wait_for_function("() => document.getElementById('live-region').textContent === 'Answer stopped.'")
+
+
+def test_long_paste_folds_and_an_overflowing_send_asks_first(server, page) -> None:  # noqa: ANN001
+    pg = page
+    pg.set_viewport_size(DESKTOP)
+    create_first_account(pg, server)
+    ready(pg)
+    # The model picker lists the simulator's scenarios with one-line descriptions.
+    pg.wait_for_selector("#model-list option[data-scenario]", state="attached")
+    assert pg.locator("#model-list option[value='sim-fast?fault=429&retry_after=10']").inner_text().startswith("Scenario: rate limited")
+    # A send that would overflow the context window asks first; "Cancel" sends nothing.
+    pg.wait_for_selector("#model-list option[value='sim-slow'][data-context='4096']", state="attached")
+    pg.fill("#model", "sim-slow")
+    pg.fill("[name=max_tokens]", "5000")
+    pg.dispatch_event("[name=max_tokens]", "change")
+    pg.fill("#content", "Hello")
+    assert "4096" in pg.inner_text("#ctx-mini") and "over" in pg.get_attribute("#ctx-mini", "class")
+    asked: list[str] = []
+    pg.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    pg.press("#content", "Enter")
+    pg.wait_for_timeout(500)
+    assert asked and "overflow" in asked[0]
+    assert pg.locator(".msg-user").count() == 0 and pg.input_value("#content") == "Hello"
+    # A long pasted message is folded with "Show all".
+    pg.fill("[name=max_tokens]", "")
+    pg.dispatch_event("[name=max_tokens]", "change")
+    pg.fill("#model", FAST)
+    send(pg, "\n".join(f"line {i} of a long paste" for i in range(80)))
+    pg.wait_for_selector(f"{ASSISTANT}.status-complete")
+    body = pg.locator(".msg-user:not(.msg-pending) .user-text")
+    assert "folded" in body.get_attribute("class")
+    assert body.evaluate("e => e.clientHeight") < 400
+    button = pg.locator(".msg-user:not(.msg-pending) button.show-all")
+    assert button.inner_text() == "Show all (80 lines)" and button.get_attribute("aria-expanded") == "false"
+    button.focus()
+    pg.keyboard.press("Enter")
+    assert button.get_attribute("aria-expanded") == "true"
+    assert body.evaluate("e => e.clientHeight") > 1000

@@ -280,6 +280,12 @@
         e.preventDefault(); return;
       }
       e.detail.parameters.mode = (submitter && submitter.value === "append") || e.detail.parameters.role === "system" ? "append" : "send";
+      meter();
+      var over = document.querySelector("#ctx-meter.over .ctx-text");
+      if (over && e.detail.parameters.mode === "send" &&
+          !window.confirm("This send would overflow the model's context window (" + over.textContent.replace(/ — .*/, "") + "). Send anyway?")) {
+        e.preventDefault(); return;
+      }
       pendingTurn = e.detail.parameters.mode === "append" ? null : form.querySelector("[name=turn_id]").value;
       ui.echo(e.detail.parameters.content || "", e.detail.parameters.role || "user", e);
       if (e.detail.parameters.mode === "append") appendPending = true;
@@ -491,11 +497,17 @@
     var prompt = Math.ceil(chars / 4);
     var maxTok = parseInt((document.querySelector("[name=max_tokens]") || {}).value || "0", 10) || 0;
     var text = box.querySelector(".ctx-text"), bar = box.querySelector(".ctx-bar span");
-    if (!ctx) { text.textContent = "≈" + prompt + " prompt tokens (context length unknown)"; bar.style.width = "0%"; box.className = "ctx-meter"; return; }
+    var mini = document.getElementById("ctx-mini");
+    if (!ctx) { text.textContent = "≈" + prompt + " prompt tokens (context length unknown)"; bar.style.width = "0%"; box.className = "ctx-meter"; if (mini) { mini.textContent = "≈" + prompt + " tok"; mini.className = "ctx-mini muted"; } return; }
     var used = prompt + maxTok, pct = Math.min(100, Math.round(100 * used / ctx));
     bar.style.width = pct + "%";
     box.className = "ctx-meter" + (used > ctx ? " over" : pct > 80 ? " warn" : "");
     text.textContent = "≈" + prompt + (maxTok ? " + " + maxTok : "") + " / " + ctx + " tokens" + (used > ctx ? " — this send would overflow the context window" : "");
+    if (mini) {
+      mini.textContent = "≈" + used + " / " + ctx + " tok";
+      mini.className = "ctx-mini" + (used > ctx ? " over" : pct > 80 ? " warn" : " muted");
+      mini.title = text.textContent;
+    }
   }
   document.addEventListener("input", function (e) { if (e.target.id === "content") meter(); });
   document.addEventListener("htmx:afterSwap", function (e) {
@@ -852,11 +864,36 @@
       document.title = title + " · LLM Playground";
     }
 
+    // A long pasted message is folded, with "Show all" (a button, so keyboard and touch work).
+    var foldN = 0;
+    function fold() {
+      document.querySelectorAll("#thread .msg-body.user-text:not([data-fold])").forEach(function (el) {
+        el.setAttribute("data-fold", "1");
+        if (el.scrollHeight <= 380) return;
+        if (!el.id) el.id = "fold-" + (++foldN);
+        el.classList.add("folded");
+        var b = document.createElement("button");
+        b.type = "button"; b.className = "show-all linklike small"; b.setAttribute("aria-expanded", "false");
+        b.setAttribute("aria-controls", el.id);
+        b.textContent = "Show all (" + el.textContent.split("\n").length + " lines)";
+        el.insertAdjacentElement("afterend", b);
+      });
+    }
+    document.addEventListener("click", function (e) {
+      var b = e.target.closest && e.target.closest("button.show-all");
+      if (!b) return;
+      var el = $(b.getAttribute("aria-controls")), open = b.getAttribute("aria-expanded") !== "true";
+      el.classList.toggle("folded", !open);
+      b.setAttribute("aria-expanded", open ? "true" : "false");
+      b.textContent = open ? "Show less" : "Show all (" + el.textContent.split("\n").length + " lines)";
+    });
+    document.addEventListener("htmx:afterSwap", fold);
+
     return {
       say: say, closeAll: closeAll, syncComposer: syncComposer, echo: echo, dropEcho: dropEcho, pill: pill,
-      afterSwap: function () { syncComposer(); syncHead(); restoreFocus(); },
+      afterSwap: function () { syncComposer(); syncHead(); fold(); restoreFocus(); },
       init: function () {
-        applyTheme(); syncComposer();
+        applyTheme(); syncComposer(); fold();
         var c = $("content");
         if (c && !location.hash) c.focus();
       },
