@@ -353,7 +353,7 @@ def message_append(*, conversation: Conversation, role: str, content: str, paren
     with transaction.atomic():
         m = Message.objects.create(
             conversation=conversation, role=role, content=content, parent_id=parent_id,
-            status=MessageStatus.COMPLETE, edited=True, created_at=now,
+            status=MessageStatus.COMPLETE, created_at=now,  # written by the user, not "edited"
             lane=conversation.lanes.order_by("position").first() if role == "assistant" else None,
         )
         fields: dict[str, Any] = {"updated_at": now, "current_leaf_id": m.id}
@@ -402,10 +402,21 @@ def message_edit(*, message: Message, content: str) -> Message:
     alike); the next request sends exactly the edited history. Refused while streaming."""
     if message.status == MessageStatus.STREAMING:
         raise ValueError("This answer is still streaming; stop it first.")
+    fields = ["content", "edited", "updated_at"]
+    if message.role == "assistant" and content != message.content:
+        # A hand-edited answer no longer has the completion the endpoint counted: its completion
+        # token figures and tokens per second go (prompt tokens, timings and cost stay true).
+        message.usage = {k: v for k, v in (message.usage or {}).items() if k in _USAGE_KEPT_ON_EDIT}
+        message.metrics = {k: v for k, v in (message.metrics or {}).items() if k not in _METRICS_DROPPED_ON_EDIT}
+        fields += ["usage", "metrics"]
     message.content = content
     message.edited = True
-    message.save(update_fields=["content", "edited", "updated_at"])
+    message.save(update_fields=fields)
     return message
+
+
+_USAGE_KEPT_ON_EDIT = frozenset({"prompt_tokens", "cached_tokens"})
+_METRICS_DROPPED_ON_EDIT = frozenset({"tokens_per_sec", "upstream_tokens_per_sec"})
 
 
 def message_delete(*, message: Message) -> None:

@@ -139,3 +139,29 @@ def test_the_simulator_scenarios_are_in_the_model_picker_and_parse(client: Clien
     assert page.count('data-scenario="1"') == len(SCENARIOS)
     models = client.get(f"/endpoints/{conv.endpoint_id}/models/").content.decode()
     assert models.count('data-scenario="1"') == len(SCENARIOS)
+
+
+@pytest.mark.django_db
+def test_an_added_message_is_not_edited_and_a_hand_edited_answer_drops_its_token_figures(alice) -> None:  # noqa: ANN001
+    from chat import frames
+    from chat.models import Message
+
+    conv = services.conversation_create(user=alice)
+    q = services.message_append(conversation=conv, role="user", content="Question", parent_id=None)
+    a = services.message_append(conversation=conv, role="assistant", content="Answer", parent_id=q.pk)
+    assert not q.edited and not a.edited
+    Message.objects.filter(pk=a.pk).update(
+        usage={"prompt_tokens": 9, "completion_tokens": 40, "total_tokens": 49, "reasoning_tokens": 5},
+        metrics={"ttft_ms": 120, "tokens_per_sec": 55.5, "total_ms": 900, "cost_usd": 0.001},
+    )
+    a.refresh_from_db()
+    services.message_edit(message=a, content="Answer, by hand")
+    a.refresh_from_db()
+    assert a.edited and a.usage == {"prompt_tokens": 9}
+    assert a.metrics == {"ttft_ms": 120, "total_ms": 900, "cost_usd": 0.001}
+    shown = {label: value for label, value, _ in frames.metric_items(a.metrics, a.usage, a.finish_reason)}
+    assert shown["completion"] == "—" and shown["tok/s"] == "—" and shown["prompt"] == "9"
+    # Saving the same text changes no figure; a user message keeps whatever it had.
+    services.message_edit(message=q, content="Question, by hand")
+    q.refresh_from_db()
+    assert q.edited
