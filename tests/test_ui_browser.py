@@ -384,3 +384,27 @@ def test_long_paste_folds_and_an_overflowing_send_asks_first(server, page) -> No
     pg.keyboard.press("Enter")
     assert button.get_attribute("aria-expanded") == "true"
     assert body.evaluate("e => e.clientHeight") > 1000
+
+
+def test_deleting_a_conversation_can_be_undone(server, page) -> None:  # noqa: ANN001
+    pg = page
+    pg.set_viewport_size(DESKTOP)
+    create_first_account(pg, server)
+    ready(pg)
+    pg.fill("#model", FAST)
+    send(pg, "Keep me around")
+    pg.wait_for_selector("#chat-head .conv-delete button", state="visible")
+    count = "select count(*) from chat_conversation where title = 'Keep me around'"
+    pg.click("#chat-head .conv-delete button")  # no confirm() dialog: a toast with Undo
+    pg.wait_for_selector(".toast button.undo")
+    assert focused_in(pg, ".toast button.undo"), active(pg)
+    axe(pg, "undo toast")
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector(".toast", state="detached")
+    pg.wait_for_timeout(6500)
+    assert server.query(count)[0][0] == 1 and "/c/" in pg.url
+    # Without Undo it goes after a few seconds.
+    before = pg.url
+    pg.click("#chat-head .conv-delete button")
+    pg.wait_for_url(lambda u: u != before, timeout=12_000)
+    assert server.query(count)[0][0] == 0

@@ -864,6 +864,38 @@
       document.title = title + " · LLM Playground";
     }
 
+    // Delete with undo instead of confirm(): the form is sent after a few seconds unless Undo
+    // is pressed; leaving the page first sends it at once (sendBeacon).
+    var UNDO_S = 6, pendingDelete = null;
+    function undoToast(form) {
+      var toast = document.createElement("div"), text = document.createElement("span"), undo = document.createElement("button");
+      toast.className = "toast"; toast.setAttribute("role", "status");
+      text.textContent = form.getAttribute("data-undo") + " ";
+      undo.type = "button"; undo.className = "undo"; undo.textContent = "Undo";
+      toast.appendChild(text); toast.appendChild(undo);
+      document.body.appendChild(toast);
+      var timer = setTimeout(function () { pendingDelete = null; form.submit(); }, UNDO_S * 1000);
+      pendingDelete = { form: form, timer: timer, toast: toast };
+      undo.addEventListener("click", function () {
+        clearTimeout(timer); pendingDelete = null; toast.remove();
+        var b = form.querySelector("button"); if (b) b.focus();
+        say("Delete undone.");
+      });
+      undo.focus();
+    }
+    document.addEventListener("submit", function (e) {
+      var f = e.target;
+      if (!(f.matches && f.matches("form[data-undo]"))) return;
+      e.preventDefault();
+      if (!pendingDelete) undoToast(f);
+    });
+    window.addEventListener("pagehide", function () {
+      if (!pendingDelete) return;
+      clearTimeout(pendingDelete.timer);
+      navigator.sendBeacon(pendingDelete.form.action, new FormData(pendingDelete.form));
+      pendingDelete = null;
+    });
+
     // A long pasted message is folded, with "Show all" (a button, so keyboard and touch work).
     var foldN = 0;
     function fold() {
