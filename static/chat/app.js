@@ -860,7 +860,7 @@
       if (!title) return;
       input.value = title;
       empty.hidden = true;
-      document.querySelectorAll("#chat-head form").forEach(function (f) { f.hidden = false; });
+      document.querySelectorAll("#chat-head [data-titled]").forEach(function (f) { f.hidden = false; });
       document.title = title + " · LLM Playground";
     }
 
