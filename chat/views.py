@@ -11,6 +11,7 @@ chat.turns (read-only live views), chat.providers.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import UserCreationForm
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -60,7 +62,8 @@ def setup(request: HttpRequest) -> HttpResponse:
 
 @login_not_required
 def signup(request: HttpRequest) -> HttpResponse:
-    """Open sign-up, only when the admin turned it on."""
+    """Open sign-up, only when the admin turned it on; while closed, a page that says so and
+    whom to ask (HTTP 403), not a 404."""
     if not SiteSettings.load().open_signup:
         return render(request, "registration/signup_closed.html", status=403)
     form = UserCreationForm(request.POST or None)
@@ -71,9 +74,22 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "registration/signup.html", {"form": form})
 
 
+def _non_staff_403(view):  # noqa: ANN001, ANN202
+    """A signed-in user who is not staff gets the 403 page instead of the login form."""
+
+    @functools.wraps(view)
+    def inner(request: HttpRequest, *args, **kwargs) -> HttpResponse:  # noqa: ANN002, ANN003
+        if request.user.is_authenticated and not request.user.is_staff:
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return inner
+
+
+@_non_staff_403
 @staff_member_required(login_url="login")
 def users(request: HttpRequest) -> HttpResponse:
-    """Admin: add users and switch open sign-up."""
+    """Admin: add users and switch open sign-up (a signed-in non-admin gets the 403 page)."""
     site = SiteSettings.load()
     form = UserCreationForm(request.POST or None if request.POST.get("form") == "create" else None)
     if request.method == "POST":
@@ -257,7 +273,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    conversation = services.conversation_create(user=request.user)
+    # A new chat keeps the last chat's endpoint, model and settings (issue 10).
+    conversation = services.conversation_create_like_last(user=request.user)
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
@@ -295,7 +312,7 @@ def conversation_sidebar(request: HttpRequest) -> HttpResponse:
     current = request.GET.get("current")
     return render(
         request, "chat/conversation.html#sidebar-list",
-        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200],
+        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200], "query": q,
          "conversation": {"pk": int(current)} if current and current.isdigit() else None},
     )
 

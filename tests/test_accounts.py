@@ -329,6 +329,10 @@ def test_signup_closed_page_while_closed(client: Client, admin) -> None:  # noqa
     resp = client.get("/signup/")
     assert resp.status_code == 403
     assert "Sign-up is closed, ask your admin" in resp.content.decode()
+def test_signup_while_closed_says_so_and_creates_nobody(client: Client, admin) -> None:  # noqa: ANN001
+    resp = client.get("/signup/")
+    assert resp.status_code == 403
+    assert "Sign-up is closed" in resp.content.decode() and "Ask your admin" in resp.content.decode()
     resp = client.post(
         "/signup/", {"username": "eve", "password1": PASSWORD, "password2": PASSWORD}
     )
