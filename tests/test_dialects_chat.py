@@ -183,7 +183,7 @@ async def test_view_code_snippets_send_the_same_request_as_the_relay_and_no_secr
         resp = client.get(f"/c/{conv.pk}/code/", settings)
         assert resp.status_code == 200
         page = resp.content.decode()
-        return {lang: html.unescape(re.search(rf'<pre class="snippet" id="snippet-{lang}">(.*?)</pre>', page, re.S)[1])
+        return {lang: html.unescape(re.search(rf'<pre class="snippet" id="snippet-{lang}"[^>]*>(.*?)</pre>', page, re.S)[1])
                 for lang in ("curl", "python", "javascript")}
 
     code = await view_code()
