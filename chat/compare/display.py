@@ -233,11 +233,16 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
     }
 
 
-def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, endpoints: list[Any], live: Any, *, oob: bool = False) -> str:
-    """The ``#lanes`` region (every lane: its settings and its answers)."""
+def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, endpoints: list[Any], live: Any, *,
+                 oob: bool = False, decorate: Any = None) -> str:
+    """The ``#lanes`` region (every lane: its settings and its answers). ``decorate``: called
+    with the lane views before rendering (the prompt versions of each lane, chat.compare.prompt_views)."""
     hidden = cs.settings_hidden(conversation=conversation, rows=rows)
+    views = lane_views(conversation, lanes, rows, live, hidden)
+    if decorate is not None:
+        decorate(views)
     return render_to_string("compare/page.html#lanes", {
-        "conversation": conversation, "lane_views": lane_views(conversation, lanes, rows, live, hidden),
+        "conversation": conversation, "lane_views": views,
         "endpoints": endpoints, "lanes_oob": oob, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES,
     })

@@ -29,10 +29,9 @@ from chat.turns import registry
 
 
 def _lanes_response(request: HttpRequest, conversation: Any) -> HttpResponse:
-    lanes = cs.lanes_of(conversation=conversation)
-    rows = cs.compare_rows(conversation=conversation)
-    endpoints = list(selectors.endpoint_list_for_user(user=request.user))
-    return HttpResponse(display.render_lanes(conversation, lanes, rows, endpoints, registry.live_view))
+    from chat.compare.prompt_views import lanes_response
+
+    return lanes_response(request, conversation)
 
 
 @require_safe
@@ -67,8 +66,11 @@ def compare_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
     rows = cs.compare_rows(conversation=conversation)
     endpoints = list(selectors.endpoint_list_for_user(user=request.user))
     models = sorted({m.get("id") for e in endpoints for m in (e.models_cache or []) if m.get("id")})
+    from chat.compare.prompt_views import decorate
+
+    views = display.lane_views(conversation, lanes, rows, registry.live_view)
     return render(request, "compare/page.html", {
-        "conversation": conversation, "lane_views": display.lane_views(conversation, lanes, rows, registry.live_view),
+        "conversation": conversation, "lane_views": views, **decorate(request, conversation, views),
         "endpoints": endpoints, "models": models, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES, "max_runs": cs.MAX_RUNS, "turn_id": forms.new_turn_id(),
         "comparisons": cs.compare_list_for_user(user=request.user).exclude(title="")[:100],
@@ -115,7 +117,7 @@ def lane_action(request: HttpRequest, conversation_id: int, action: str) -> Http
 @require_POST
 def lane_continue(request: HttpRequest, conversation_id: int, lane_id: int) -> HttpResponse:
     """Continue a lane as a normal conversation (its settings and history copied)."""
-    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
     try:
         chat = csv_services.lane_continue_as_chat(conversation=conversation, lane_id=lane_id)
     except csv_services.LaneRefused as exc:
@@ -194,7 +196,7 @@ def _export_rows(conversation: Any) -> tuple[list[Any], Any]:
 @require_safe
 def compare_export_csv(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Every answer of the comparison as CSV: turn, lane, run, settings and figures."""
-    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
     lanes, rows = _export_rows(conversation)
     pos = {lane.pk: i for i, lane in enumerate(lanes)}
     buf = io.StringIO()
@@ -224,7 +226,7 @@ def _cell(text: str) -> str:
 @require_safe
 def compare_export_json(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """The whole comparison as JSON: lanes with settings, turns with every answer."""
-    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
     lanes, rows = _export_rows(conversation)
     data = {
         "id": conversation.pk, "title": conversation.title, "blind": conversation.blind,
