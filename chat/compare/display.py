@@ -226,6 +226,8 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
         "vote_winner": (cs.lane_label(lanes[vote.winner_position], vote.winner_position, blind=True)
                         if vote is not None and vote.winner_position is not None
                         and vote.winner_position < len(lanes) else ""),
+        "vote_ranking": [x.get("label", "?") for x in sorted(
+            (x for x in (vote.lanes or []) if x.get("rank")), key=lambda x: x["rank"])] if vote is not None else [],
         "table": turn_table(conversation, lanes, rows, user_msg, hidden),
         "chart": chart(conversation, lanes, rows, user_msg, hidden),
         "turn_number": (rows.users.index(user_msg) + 1) if user_msg is not None else 0, "turn_count": len(rows.users),
