@@ -236,9 +236,10 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
 
 
 def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, endpoints: list[Any], live: Any, *,
-                 oob: bool = False, decorate: Any = None) -> str:
+                 oob: bool = False, decorate: Any = None, request: Any = None) -> str:
     """The ``#lanes`` region (every lane: its settings and its answers). ``decorate``: called
-    with the lane views before rendering (the prompt versions of each lane, chat.compare.prompt_views)."""
+    with the lane views before rendering (the prompt versions of each lane, chat.compare.prompt_views);
+    ``request``: renders the forms' CSRF tokens."""
     hidden = cs.settings_hidden(conversation=conversation, rows=rows)
     views = lane_views(conversation, lanes, rows, live, hidden)
     if decorate is not None:
@@ -247,7 +248,7 @@ def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, e
         "conversation": conversation, "lane_views": views,
         "endpoints": endpoints, "lanes_oob": oob, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES,
-    })
+    }, request=request)
 
 
 def turn_started(conversation: Conversation, lanes: list[Lane], user_msg: Message | None, answers: list[Message]) -> str:

@@ -106,7 +106,7 @@ def lanes_response(request: HttpRequest, conversation: Any) -> HttpResponse:
     from chat.turns import registry
 
     html = display.render_lanes(conversation, lanes, rows, endpoints, registry.live_view,
-                                decorate=lambda views: decorate(request, conversation, views))
+                                decorate=lambda views: decorate(request, conversation, views), request=request)
     return HttpResponse(html)
 
 

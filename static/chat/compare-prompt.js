@@ -19,3 +19,19 @@
     if (sent && inp) inp.remove();
   });
 })();
+// Lanes re-rendered over the websocket carry forms without a CSRF token ("Continue as chat",
+// "Save as prompt"): add the page's token (body hx-headers) before such a form posts.
+(function () {
+  "use strict";
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (!f || !f.closest || !f.closest("section.lane") || (f.method || "").toLowerCase() !== "post") return;
+    if (f.querySelector("[name=csrfmiddlewaretoken]")) return;
+    var token = "";
+    try { token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; } catch (err) { token = ""; }
+    if (!token) return;
+    var inp = document.createElement("input");
+    inp.type = "hidden"; inp.name = "csrfmiddlewaretoken"; inp.value = token;
+    f.appendChild(inp);
+  }, true);
+})();
