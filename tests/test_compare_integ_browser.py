@@ -148,3 +148,44 @@ def test_use_prompt_in_compare_pick_version_save_lane_and_blind_hides_models(ser
     pg.click(f"#sidebar-comparisons a[href='/compare/{cid}/']")
     pg.wait_for_url(f"**/compare/{cid}/")
     assert pg.locator("#compare-list a").count() >= 2
+
+
+def test_blind_three_lanes_ranked_and_the_leaderboard_counts_every_pair(server, page) -> None:  # noqa: ANN001
+    import json
+
+    pg = page
+    create_first_account(pg, server)
+    pg.goto(server.url + "/compare/")
+    pg.click("#start-compare")
+    pg.wait_for_url(re.compile(r".*/compare/\d+/$"))
+    cid = int(pg.url.rstrip("/").split("/")[-1])
+    pg.wait_for_selector("#conn-state.ok")
+    pg.click("#add-lane")
+    pg.wait_for_function("() => document.querySelectorAll('section.lane').length === 3")
+    models = [f"sim-fast?ttft_ms={n}&delay_ms=1&length=8&reasoning=0" for n in (21, 22, 23)]
+    for i, m in enumerate(models):
+        pg.fill(f"{lane(i)} input[name=model]", m)
+        pg.locator(f"{lane(i)} input[name=model]").dispatch_event("change")
+    for _ in range(50):
+        if {r[0] for r in server.query("select model from chat_lane where conversation_id=?", (cid,))} == set(models):
+            break
+        pg.wait_for_timeout(100)
+    pg.click("#blind-toggle")
+    pg.wait_for_selector("#conn-state.ok")
+    pg.fill("#cmp-content", "Rank us")
+    pg.press("#cmp-content", "Enter")
+    pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length === 3", timeout=30_000)
+    pg.wait_for_selector("#vote-rank")
+    assert not any(f"ttft_ms={n}" in pg.content() for n in (21, 22, 23))
+    for i, place in enumerate(("3", "1", "2")):
+        pg.select_option(f"#vote-rank select[name=rank_{i}]", place)
+    pg.click("#vote-rank .vote-rank-submit")
+    pg.wait_for_selector(".vote-done")
+    assert "a ranking B > C > A" in " ".join(pg.inner_text(".vote-done").split())
+    (choice, pos, lanes_json), = server.query("select choice, winner_position, lanes from chat_vote")
+    lanes = json.loads(lanes_json)
+    assert choice == "rank" and pos == 1 and [x["rank"] for x in lanes] == [3, 1, 2]
+    order = [x["settings"]["model"] for x in sorted(lanes, key=lambda x: x["rank"])]
+    pg.goto(server.url + "/compare/leaderboard/")
+    board = [pg.locator("table.board tbody tr").nth(i).get_attribute("data-model") for i in range(3)]
+    assert [next(m for m in models if m in b) for b in board] == order
