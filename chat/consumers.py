@@ -97,7 +97,7 @@ def _settings(user: Any, data: dict[str, Any]) -> NextTurnSettings | None:
         return None
     style = None
     try:
-        style = selectors.endpoint_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
+        style = selectors.endpoint_usable_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
     except Http404:
         pass
     form = TurnSettingsForm(data, api_style=style)
@@ -143,7 +143,7 @@ def prepare_send(*, user: Any, conversation_id: int, data: dict[str, Any], live:
     data = {**data, "attachment_ids": ",".join(map(str, ids)) if isinstance(ids, list) else str(ids)}
     style = None
     try:
-        style = selectors.endpoint_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
+        style = selectors.endpoint_usable_get_for_user(user=user, endpoint_id=data.get("endpoint_id")).api_style
     except Http404:
         pass
     form = ChatSendForm(data, api_style=style)
@@ -435,6 +435,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.subscriber is not None:
             await self.disconnect(1012)
         await self.close(code=1012)
+
+    async def team_revoke(self, event: dict[str, Any]) -> None:
+        """A team removed this user (``chat.teams.services.member_remove``): their running turns
+        on its endpoints stop now; the next send on one is refused by the turn plan."""
+        if registry.stop_user_endpoints(self.user.pk, frozenset(map(str, event.get("endpoint_ids") or ()))):
+            self.notice("Stopped: you were removed from the team that shares this endpoint.")
 
     # -- frames out ------------------------------------------------------------------------
     def notice(self, text: str, level: str = "error") -> None:

@@ -275,7 +275,7 @@ class EndpointForm(forms.ModelForm):
     """Create/edit an endpoint. The key and header values are write-only: blank keeps them."""
 
     api_key = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        required=False, label="API key", widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="Stored encrypted. Leave blank to keep the current key.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
@@ -298,6 +298,11 @@ class EndpointForm(forms.ModelForm):
     def __init__(self, *args: Any, allow_private: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.allow_private = allow_private
+        if self.instance.pk is None:
+            # A new endpoint has nothing stored: no "keep the current …" hints, no "remove" boxes.
+            del self.fields["clear_api_key"], self.fields["clear_extra_headers"]
+            self.fields["api_key"].help_text = "Stored encrypted; never shown again."
+            self.fields["extra_headers"].help_text = "One 'Name: value' per line; values are stored encrypted."
 
     def clean_base_url(self) -> str:
         url = self.cleaned_data["base_url"].strip().rstrip("/")

@@ -10,6 +10,7 @@ May import: Django, chat.crypto, chat.process.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -18,6 +19,7 @@ from django.db import models
 from django.utils import timezone
 
 from chat import crypto, process
+from chat.teams.models import Budget, Membership, Team  # noqa: F401  (rows of teams)
 
 SIMULATOR_BASE_URL = "sim://builtin/v1"
 
@@ -49,7 +51,11 @@ class Endpoint(models.Model):
     simulator, resolved to the running server at call time.
     """
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="endpoints")
+    # Exactly one of owner (a personal endpoint) and team (a shared one) is set.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="endpoints"
+    )
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="endpoints")
     name = models.CharField(max_length=100)
     base_url = models.CharField(max_length=500)
     api_style = models.CharField(max_length=32, choices=ApiStyle.choices, default=ApiStyle.OPENAI_CHAT)
@@ -67,6 +73,13 @@ class Endpoint(models.Model):
 
     class Meta:
         ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(owner__isnull=False, team__isnull=True)
+                | models.Q(owner__isnull=True, team__isnull=False),
+                name="endpoint_owner_xor_team",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -106,7 +119,7 @@ class Endpoint(models.Model):
     def settings_snapshot(self, model: str, system_prompt: str, params: dict[str, Any]) -> dict[str, Any]:
         """What an answer keeps of the settings it was made with (shown under it)."""
         return {
-            "endpoint_id": self.pk, "endpoint_name": self.name, "api_style": self.api_style,
+            "endpoint_id": self.pk, "endpoint_name": self.name, "api_style": self.api_style, "team_id": self.team_id,
             "base_url": self.base_url, "model": model, "system_prompt": system_prompt, "params": params,
         }
 
@@ -193,6 +206,13 @@ class MessageStatus(models.TextChoices):
     INTERRUPTED = "interrupted"
 
 
+#: Columns the usage indexes carry after (owner, day), so usage sums never read the table.
+USAGE_COVER = (
+    "usage_endpoint", "usage_model", "usage_user", "usage_team", "usage_prompt", "usage_completion",
+    "usage_reasoning", "usage_cached", "usage_cost_usd", "usage_ttft_ms", "usage_tokens_per_sec",
+)
+
+
 class Message(models.Model):
     """A user or assistant message. Assistant rows carry the turn's results.
 
@@ -241,6 +261,27 @@ class Message(models.Model):
     # inside one multi-row INSERT.
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    # Usage columns of an answer, set in the INSERT that starts its turn (Message.new_answer; a
+    # fork's copies leave them empty, so usage counts each turn once): who ran it, on which
+    # endpoint (and its team) and model, on which UTC day. Indexed for the usage page and budgets.
+    usage_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    usage_endpoint = models.ForeignKey(
+        Endpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    usage_team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
+    usage_model = models.CharField(max_length=200, blank=True, default="")
+    usage_day = models.DateField(null=True, blank=True)
+    # The figures of a finished answer as plain numbers (copied from ``usage``/``metrics`` in the
+    # same UPDATE that writes them, :meth:`usage_figures`), so usage sums need no JSON parsing.
+    usage_prompt = models.PositiveIntegerField(null=True, blank=True)
+    usage_completion = models.PositiveIntegerField(null=True, blank=True)
+    usage_reasoning = models.PositiveIntegerField(null=True, blank=True)
+    usage_cached = models.PositiveIntegerField(null=True, blank=True)
+    usage_cost_usd = models.FloatField(null=True, blank=True)
+    usage_ttft_ms = models.FloatField(null=True, blank=True)
+    usage_tokens_per_sec = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -254,10 +295,38 @@ class Message(models.Model):
                 name="message_assistant_turn_lane_unique",
             ),
         ]
-        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"]),
+            # The usage page and budgets read only these indexes (they cover every column the
+            # aggregates use), for one user or one team over a range of days; answers only.
+            models.Index(fields=["usage_user", "usage_day", *(c for c in USAGE_COVER if c != "usage_user")], name="message_usage_user_day",
+                         condition=models.Q(usage_day__isnull=False)),
+            models.Index(fields=["usage_team", "usage_day", *(c for c in USAGE_COVER if c != "usage_team")], name="message_usage_team_day",
+                         condition=models.Q(usage_day__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.pk}"
+
+    @staticmethod
+    def usage_figures(usage: dict[str, Any] | None, metrics: dict[str, Any] | None) -> dict[str, Any]:
+        """The ``usage_*`` number columns of a finished answer from its normalized ``usage``
+        (token counts) and ``metrics`` (``cost_usd``, ``ttft_ms``, ``tokens_per_sec``); None
+        for a figure that is missing or not a number."""
+        usage, metrics = usage or {}, metrics or {}
+
+        def num(d: dict[str, Any], k: str, cast: Any) -> Any:
+            v = d.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+                return None
+            return cast(v)
+
+        return {
+            "usage_prompt": num(usage, "prompt_tokens", int), "usage_completion": num(usage, "completion_tokens", int),
+            "usage_reasoning": num(usage, "reasoning_tokens", int), "usage_cached": num(usage, "cached_tokens", int),
+            "usage_cost_usd": num(metrics, "cost_usd", float), "usage_ttft_ms": num(metrics, "ttft_ms", float),
+            "usage_tokens_per_sec": num(metrics, "tokens_per_sec", float),
+        }
 
     # -- unsaved rows of a turn (UUID keys made here, so a turn's rows go in one INSERT) ---------
     @classmethod
@@ -291,6 +360,9 @@ class Message(models.Model):
             turn_id=turn_id, content=prefill, prefill_len=len(prefill), status=MessageStatus.STREAMING,
             settings_snapshot=snapshot, owner_process=process.PROCESS_ID,
             owner_channel=process.identity.channel_name, heartbeat_at=now, created_at=now,
+            usage_user_id=conversation.owner_id, usage_endpoint_id=snapshot.get("endpoint_id"),
+            usage_team_id=snapshot.get("team_id"), usage_model=str(snapshot.get("model") or "")[:200],
+            usage_day=now.astimezone(dt.UTC).date(),
         )
 
 

@@ -38,17 +38,27 @@ from django.utils import timezone
 from chat.history import attachments_by_message, history, make_request, parts
 from chat.models import Attachment, Conversation, Endpoint, Lane, Message, MessageStatus
 from chat.providers.base import ChatMessage, ChatRequest
+from chat.teams import selectors as teams
 
 
 def endpoint_list_for_user(*, user: AbstractBaseUser) -> QuerySet[Endpoint]:
-    """Endpoints the user owns, by name."""
-    return Endpoint.objects.filter(owner=user).order_by("name", "id")
+    """Endpoints the user may use (own + their teams'; :func:`chat.teams.selectors.endpoints_usable`), by name."""
+    return teams.endpoints_usable(user=user).order_by("name", "id")
 
 
 def endpoint_get_for_user(*, user: AbstractBaseUser, endpoint_id: int | str) -> Endpoint:
-    """The endpoint if ``user`` owns it. Raises Http404 otherwise (no existence leak)."""
+    """The endpoint if ``user`` may edit it (own, or of a team they own). Raises Http404
+    otherwise (no existence leak). Use :func:`endpoint_usable_get_for_user` to chat with one."""
     try:
-        return Endpoint.objects.get(pk=int(endpoint_id), owner=user)
+        return teams.endpoints_manageable(user=user).get(pk=int(endpoint_id))
+    except (Endpoint.DoesNotExist, ValueError, TypeError) as exc:
+        raise Http404("No such endpoint") from exc
+
+
+def endpoint_usable_get_for_user(*, user: AbstractBaseUser, endpoint_id: int | str | None) -> Endpoint:
+    """The endpoint if ``user`` may use it (own, or of a team they are in). Raises Http404."""
+    try:
+        return teams.endpoints_usable(user=user).get(pk=int(endpoint_id))  # type: ignore[arg-type]
     except (Endpoint.DoesNotExist, ValueError, TypeError) as exc:
         raise Http404("No such endpoint") from exc
 
@@ -272,7 +282,10 @@ def title_from_message(text: str, limit: int = 60) -> str:
 
 SENT_ALREADY = "This message was sent already."
 BUSY = "Wait for the current answer to finish, or stop it, first."
-NO_ENDPOINT = "Not sent: no such endpoint (it was deleted, or is not yours). Pick one in the settings."
+NO_ENDPOINT = (
+    "Not sent: no such endpoint (it was deleted, is not yours, or its team no longer shares it with you). "
+    "Pick one in the settings."
+)
 
 
 class TurnRefused(Exception):
@@ -394,16 +407,29 @@ def _model_cap(endpoint: Endpoint, model: str) -> int | None:
     )
 
 
-def _endpoint(user: AbstractBaseUser, conversation: Conversation, s: NextTurnSettings) -> Endpoint:
-    endpoint_id = s.endpoint_id or conversation.endpoint_id
+def endpoint_for_turn(*, user: AbstractBaseUser, endpoint_id: int | str | None, budget: bool = True) -> Endpoint:
+    """The endpoint a new turn of ``user`` may go to, read now (never a cached row: a member
+    removed a moment ago is refused), before anything is written or sent upstream.
+
+    Raises TurnRefused: no such endpoint, or not the user's to use (deleted, or a team
+    endpoint of a team they are not, or no longer, in: :data:`NO_ENDPOINT`); a monthly budget
+    reached (the message names it; not checked with ``budget=False``, for previews that send
+    nothing). Every turn plan (chat, compare) calls this.
+    """
     if not endpoint_id:
         raise TurnRefused(NO_ENDPOINT)
-    if conversation.endpoint is not None and conversation.endpoint_id == endpoint_id:
-        return conversation.endpoint
     try:
-        return endpoint_get_for_user(user=user, endpoint_id=endpoint_id)
+        endpoint = endpoint_usable_get_for_user(user=user, endpoint_id=endpoint_id)
     except Http404 as exc:
         raise TurnRefused(NO_ENDPOINT) from exc
+    reached = teams.budget_reached(user=user, endpoint=endpoint) if budget else None
+    if reached is not None:
+        raise TurnRefused(f"Not sent: {reached.label} is used up for this month. Ask a team owner or your admin.")
+    return endpoint
+
+
+def _endpoint(user: AbstractBaseUser, conversation: Conversation, s: NextTurnSettings, *, budget: bool = True) -> Endpoint:
+    return endpoint_for_turn(user=user, endpoint_id=s.endpoint_id or conversation.endpoint_id, budget=budget)
 
 
 def _check_settings(endpoint: Endpoint, s: NextTurnSettings) -> None:
@@ -672,7 +698,7 @@ def turn_preview_request(
     draft in the composer as the next message when there is one, and the panel's settings.
     Raises TurnRefused when there is no endpoint."""
     loaded = _load(user, conversation_id)
-    endpoint = _endpoint(user, loaded.conversation, settings)
+    endpoint = _endpoint(user, loaded.conversation, settings, budget=False)
     messages = history(loaded.thread)
     if draft.strip():
         messages += (ChatMessage(role if role in ("user", "assistant") else "user", draft),)

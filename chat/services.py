@@ -107,10 +107,13 @@ def endpoint_create(
     extra_headers: dict[str, str] | None = None,
     stream_options: bool = True,
     default_model: str = "",
+    team: Any = None,
 ) -> Endpoint:
-    """Create an endpoint; secrets are encrypted before the row is written."""
+    """Create an endpoint; secrets are encrypted before the row is written. With ``team`` (a
+    :class:`chat.models.Team` the caller checked ``user`` owns) the endpoint is the team's."""
     endpoint = Endpoint(
-        owner=user,
+        owner=None if team is not None else user,
+        team=team,
         name=name,
         base_url=base_url.rstrip("/"),
         api_style=api_style,
@@ -209,13 +212,36 @@ def conversation_create(*, user: AbstractBaseUser, endpoint: Endpoint | None = N
     return conversation
 
 
+def conversation_create_like_last(*, user: AbstractBaseUser) -> Conversation:
+    """A new conversation that starts with the endpoint, model, system prompt and parameters of
+    the user's most recently active conversation (``updated_at``), not the endpoint defaults; the
+    first conversation (or one whose endpoint is gone) falls back to :func:`conversation_create`."""
+    last = (
+        Conversation.objects.filter(owner=user, endpoint__owner=user)
+        .only("endpoint", "model", "system_prompt", "params")
+        .order_by("-updated_at", "-id")
+        .first()
+    )
+    if last is None:
+        return conversation_create(user=user)
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=user, endpoint_id=last.endpoint_id, model=last.model,
+            system_prompt=last.system_prompt, params=dict(last.params or {}),
+        )
+        Lane.objects.create(conversation=conversation, position=0, endpoint_id=last.endpoint_id, model=last.model)
+    return conversation
+
+
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
-    """Rename; an empty title is refused (the sidebar hides untitled conversations)."""
+    """Rename; an empty title is refused (the sidebar hides untitled conversations). The
+    conversation keeps its place in the sidebar: ``updated_at`` (the sidebar's order) is not
+    touched by a rename."""
     title = title.strip()[:200]
     if not title:
         raise ValueError("A title cannot be empty.")
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)
     conversation.title = title
-    conversation.save(update_fields=["title", "updated_at"])
     return conversation
 
 
@@ -330,7 +356,7 @@ def message_append(*, conversation: Conversation, role: str, content: str, paren
     with transaction.atomic():
         m = Message.objects.create(
             conversation=conversation, role=role, content=content, parent_id=parent_id,
-            status=MessageStatus.COMPLETE, edited=True, created_at=now,
+            status=MessageStatus.COMPLETE, created_at=now,  # written by the user, not "edited"
             lane=conversation.lanes.order_by("position").first() if role == "assistant" else None,
         )
         fields: dict[str, Any] = {"updated_at": now, "current_leaf_id": m.id}
@@ -379,10 +405,21 @@ def message_edit(*, message: Message, content: str) -> Message:
     alike); the next request sends exactly the edited history. Refused while streaming."""
     if message.status == MessageStatus.STREAMING:
         raise ValueError("This answer is still streaming; stop it first.")
+    fields = ["content", "edited", "updated_at"]
+    if message.role == "assistant" and content != message.content:
+        # A hand-edited answer no longer has the completion the endpoint counted: its completion
+        # token figures and tokens per second go (prompt tokens, timings and cost stay true).
+        message.usage = {k: v for k, v in (message.usage or {}).items() if k in _USAGE_KEPT_ON_EDIT}
+        message.metrics = {k: v for k, v in (message.metrics or {}).items() if k not in _METRICS_DROPPED_ON_EDIT}
+        fields += ["usage", "metrics"]
     message.content = content
     message.edited = True
-    message.save(update_fields=["content", "edited", "updated_at"])
+    message.save(update_fields=fields)
     return message
+
+
+_USAGE_KEPT_ON_EDIT = frozenset({"prompt_tokens", "cached_tokens"})
+_METRICS_DROPPED_ON_EDIT = frozenset({"tokens_per_sec", "upstream_tokens_per_sec"})
 
 
 def message_delete(*, message: Message) -> None:
@@ -494,6 +531,7 @@ def message_complete(
         logprobs=logprobs or [],
         replay_blocks=replay_blocks or [],
         heartbeat_at=timezone.now(),
+        **Message.usage_figures(usage, metrics),  # the usage page's number columns, same UPDATE
     )
     return bool(updated)
 

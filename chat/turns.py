@@ -448,6 +448,16 @@ class TurnRegistry:
         turn.task.cancel()
         return True
 
+    def stop_user_endpoints(self, user_id: int, endpoint_ids: set[str] | frozenset[str]) -> int:
+        """Stop ``user_id``'s running turns on ``endpoint_ids`` (ids as strings: a team removed
+        the user). Returns how many were asked to stop."""
+        n = 0
+        for t in list(self.turns.values()):
+            target = getattr(t.spec.plan, "target", None)
+            if t.spec.user_id == user_id and target is not None and str(target.endpoint_id) in endpoint_ids:
+                n += bool(self.stop(t.message_id))
+        return n
+
     def snapshot_reply(self, message_id: uuid.UUID) -> dict[str, Any]:
         """What another process gets when it asks for a turn's snapshot (chat.cluster)."""
         turn = self.turns.get(message_id)

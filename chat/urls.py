@@ -7,6 +7,7 @@ from django.urls import include, path
 from chat import views
 from chat.compare import prompt_views as compare_prompt_views
 from chat.compare import views as compare_views
+from chat.teams import views as team_views
 
 app_name = "chat"
 
@@ -55,4 +56,17 @@ urlpatterns = [
     path("compare/<int:conversation_id>/export.csv", compare_views.compare_export_csv, name="compare_export_csv"),
     path("compare/<int:conversation_id>/export.json", compare_views.compare_export_json, name="compare_export_json"),
     path("modes/", include("chat.modes.urls")),  # issue 14
+    # teams, usage, budgets, user administration (chat.teams)
+    path("teams/", team_views.team_list, name="teams"),
+    path("teams/<int:team_id>/", team_views.team_detail, name="team"),
+    path("teams/<int:team_id>/members/", team_views.member_add, name="member_add"),
+    path("teams/<int:team_id>/budget/", team_views.team_budget, name="team_budget"),
+    path("teams/members/<int:membership_id>/remove/", team_views.member_remove, name="member_remove"),
+    path("teams/members/<int:membership_id>/role/", team_views.member_role, name="member_role"),
+    path("workspace/", team_views.workspace_switch, name="workspace"),
+    path("usage/", team_views.usage, name="usage"),
+    path("usage.csv", team_views.usage_csv, name="usage_csv"),
+    path("users/<int:user_id>/active/", team_views.user_active, name="user_active"),
+    path("users/<int:user_id>/password/", team_views.user_password, name="user_password"),
+    path("users/<int:user_id>/budget/", team_views.user_budget, name="user_budget"),
 ]

@@ -11,6 +11,7 @@ chat.turns (read-only live views), chat.providers.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import UserCreationForm
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -32,6 +34,7 @@ from chat.models import SiteSettings
 from chat.providers import get_adapter
 from chat.providers.base import EndpointConfig, ProviderError
 from chat.providers.http import get_client
+from chat.teams import selectors as team_selectors
 from chat.turns import registry
 
 # ---- accounts ------------------------------------------------------------------------------
@@ -59,9 +62,10 @@ def setup(request: HttpRequest) -> HttpResponse:
 
 @login_not_required
 def signup(request: HttpRequest) -> HttpResponse:
-    """Open sign-up, only when the admin turned it on."""
+    """Open sign-up, only when the admin turned it on; while closed, a page that says so and
+    whom to ask (HTTP 403), not a 404."""
     if not SiteSettings.load().open_signup:
-        raise Http404("Sign-up is closed")
+        return render(request, "registration/signup_closed.html", status=403)
     form = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = services.user_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
@@ -70,9 +74,22 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "registration/signup.html", {"form": form})
 
 
+def _non_staff_403(view):  # noqa: ANN001, ANN202
+    """A signed-in user who is not staff gets the 403 page instead of the login form."""
+
+    @functools.wraps(view)
+    def inner(request: HttpRequest, *args, **kwargs) -> HttpResponse:  # noqa: ANN002, ANN003
+        if request.user.is_authenticated and not request.user.is_staff:
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return inner
+
+
+@_non_staff_403
 @staff_member_required(login_url="login")
 def users(request: HttpRequest) -> HttpResponse:
-    """Admin: add users and switch open sign-up."""
+    """Admin: add users and switch open sign-up (a signed-in non-admin gets the 403 page)."""
     site = SiteSettings.load()
     form = UserCreationForm(request.POST or None if request.POST.get("form") == "create" else None)
     if request.method == "POST":
@@ -87,7 +104,8 @@ def users(request: HttpRequest) -> HttpResponse:
             return redirect("chat:users")
     return render(
         request, "chat/users.html",
-        {"form": form, "site": site, "users": get_user_model().objects.order_by("username")},
+        {"form": form, "site": site, "users": get_user_model().objects.select_related("budget").order_by("username"),
+         "units": (("usd", "USD"), ("tokens", "tokens"))},
     )
 
 
@@ -99,10 +117,13 @@ def _allow_private() -> bool:
 
 
 def endpoint_list(request: HttpRequest) -> HttpResponse:
-    return render(
-        request, "chat/endpoints.html",
-        {"endpoints": selectors.endpoint_list_for_user(user=request.user), "presets": services.PRESETS},
-    )
+    """The endpoints the user may use; settings, key hints and actions only on those they may
+    edit (a team's shared endpoints show only their name to members)."""
+    endpoints = list(selectors.endpoint_list_for_user(user=request.user))
+    manageable = set(team_selectors.endpoints_manageable(user=request.user).values_list("pk", flat=True))
+    for e in endpoints:
+        e.can_manage = e.pk in manageable
+    return render(request, "chat/endpoints.html", {"endpoints": endpoints, "presets": services.PRESETS})
 
 
 def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpResponse:
@@ -125,7 +146,9 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
         }
         dropped = False
         if endpoint is None:
-            endpoint = services.endpoint_create(user=request.user, extra_headers=headers or {}, **common)
+            endpoint = services.endpoint_create(
+                user=request.user, extra_headers=headers or {}, team=_workspace_team_owned(request), **common
+            )
         else:
             dropped = services.endpoint_update(
                 endpoint=endpoint, extra_headers=headers, clear_api_key=bool(data.get("clear_api_key")), **common
@@ -140,8 +163,15 @@ def endpoint_edit(request: HttpRequest, endpoint_id: int | None = None) -> HttpR
     return render(
         request, "chat/endpoint_form.html",
         {"form": form, "endpoint": endpoint, "presets": services.PRESETS,
+         "new_for_team": _workspace_team_owned(request) if endpoint is None else None,
          "presets_json": json.dumps({k: {"base_url": v[0], "api_style": str(v[1])} for k, v in services.PRESETS.items()})},
     )
+
+
+def _workspace_team_owned(request: HttpRequest) -> Any:
+    """The current workspace's team when the user owns it (a new endpoint is then the team's), else None."""
+    team = team_selectors.workspace_team(user=request.user, session=request.session)
+    return team if team is not None and team.my_role == "owner" else None
 
 
 @require_POST
@@ -203,7 +233,7 @@ def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     the partial asks again by POST at once. POST (the refresh button, or that follow-up) calls
     ``GET {base}/models`` upstream and caches the result.
     """
-    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id)
+    endpoint = selectors.endpoint_usable_get_for_user(user=request.user, endpoint_id=endpoint_id)
     models = endpoint.models_cache
     if request.method == "POST":
         try:
@@ -243,7 +273,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    conversation = services.conversation_create(user=request.user)
+    # A new chat keeps the last chat's endpoint, model and settings (issue 10).
+    conversation = services.conversation_create_like_last(user=request.user)
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
@@ -281,7 +312,7 @@ def conversation_sidebar(request: HttpRequest) -> HttpResponse:
     current = request.GET.get("current")
     return render(
         request, "chat/conversation.html#sidebar-list",
-        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200],
+        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200], "query": q,
          "conversation": {"pk": int(current)} if current and current.isdigit() else None},
     )
 
@@ -464,7 +495,7 @@ def conversation_code(request: HttpRequest, conversation_id: int) -> HttpRespons
                 data[key] = value
         style = None
         try:
-            style = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
+            style = selectors.endpoint_usable_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
         except Http404:
             pass
         form = forms.TurnSettingsForm(data, api_style=style)

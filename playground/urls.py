@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied
 from django.urls import include, path
 
 from chat import views as chat_views
+
+_admin_login = admin.site.login
+
+
+@login_not_required
+def _admin_login_or_403(request, extra_context=None):  # noqa: ANN001, ANN202
+    """A signed-in non-admin opening an admin page gets the 403 page, not a login form."""
+    if request.user.is_authenticated and not request.user.is_staff:
+        raise PermissionDenied
+    return _admin_login(request, extra_context)
+
+
+admin.site.login = _admin_login_or_403
 
 urlpatterns = [
     path("admin/", admin.site.urls),

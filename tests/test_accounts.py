@@ -325,12 +325,18 @@ def test_admin_switches_open_signup(admin_client: Client) -> None:
 
 
 @pytest.mark.django_db
-def test_signup_is_404_while_closed(client: Client, admin) -> None:  # noqa: ANN001
-    assert client.get("/signup/").status_code == 404
+def test_signup_closed_page_while_closed(client: Client, admin) -> None:  # noqa: ANN001
+    resp = client.get("/signup/")
+    assert resp.status_code == 403
+    assert "Sign-up is closed, ask your admin" in resp.content.decode()
+def test_signup_while_closed_says_so_and_creates_nobody(client: Client, admin) -> None:  # noqa: ANN001
+    resp = client.get("/signup/")
+    assert resp.status_code == 403
+    assert "Sign-up is closed" in resp.content.decode() and "Ask your admin" in resp.content.decode()
     resp = client.post(
         "/signup/", {"username": "eve", "password1": PASSWORD, "password2": PASSWORD}
     )
-    assert resp.status_code == 404
+    assert resp.status_code == 403
     assert not User.objects.filter(username="eve").exists()
 
 

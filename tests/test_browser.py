@@ -48,6 +48,11 @@ def test_first_account_chat_with_reasoning_metrics_and_reload(server, page) -> N
     answer = pg.inner_text(f"{ASSISTANT} .answer")
     assert "Simulated answer" in answer
     assert pg.locator(f"{ASSISTANT} details.thinking").count() == 1
+    # The strip is one line; the full table opens on click (issue 10).
+    line = pg.inner_text(f"{ASSISTANT} .metrics-line")
+    assert "TTFT" in line and "tok/s" in line and "tokens" in line
+    assert pg.is_hidden(".metric dt")
+    pg.click(f"{ASSISTANT} .metrics-line")
     metrics = {pg.locator(".metric dt").nth(i).inner_text(): pg.locator(".metric dd").nth(i).inner_text()
                for i in range(pg.locator(".metric").count())}
     assert re.fullmatch(r"\d+ ms", metrics["TTFT"]) and int(metrics["TTFT"].split()[0]) >= 1500
@@ -64,6 +69,7 @@ def test_first_account_chat_with_reasoning_metrics_and_reload(server, page) -> N
     pg.reload()
     pg.wait_for_selector(f"{ASSISTANT}.status-complete")
     assert pg.inner_text(f"{ASSISTANT} .answer") == answer
+    pg.click(f"{ASSISTANT} .metrics-line")
     metrics_after = {pg.locator(".metric dt").nth(i).inner_text(): pg.locator(".metric dd").nth(i).inner_text()
                      for i in range(pg.locator(".metric").count())}
     assert metrics_after == metrics
@@ -100,7 +106,7 @@ def test_add_endpoint_test_connection_and_chat(server, page, fresh_sim) -> None:
     reqs = [r for r in fresh_sim.requests() if r["path"].endswith("/chat/completions")]
     assert len(reqs) == 1 and reqs[0]["auth_present"]
     # Cost is computed from the cached prices.
-    cost = pg.locator(".metric[data-metric='cost'] dd").inner_text()
+    cost = pg.locator(".metric[data-metric='cost'] dd").text_content()
     assert cost.startswith("$")
 
 

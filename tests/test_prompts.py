@@ -254,3 +254,35 @@ def test_editing_keeps_parameters_the_editor_does_not_show(alice) -> None:  # no
     post_prompt(client_for(alice), f"/prompts/{p.pk}/edit/", name="kept", msg="Hello {{who}}", temperature="0.4")
     v2 = p.versions.get(number=2)
     assert v2.config["params"] == {"temperature": 0.4, "seed": 7, "stop": ["END"]}
+
+
+# ---- team visibility (issue 13 × issue 12) -----------------------------------------------
+
+
+def test_a_team_prompt_is_seen_by_members_only_and_lost_on_removal(alice, bob) -> None:  # noqa: ANN001
+    from django.contrib.auth import get_user_model
+
+    from chat.models import Membership
+    from chat.teams import services as team_services
+
+    carol = get_user_model().objects.create_user("carol", password="pw-carol-12345")
+    team = team_services.team_create(user=alice, name="Research")
+    team_services.member_add(team=team, who=bob.username)
+    c = client_for(alice)
+    # "A team's members" needs a team; a team the author is not in is not offered.
+    r = post_prompt(c, "/prompts/new/", visibility="team")
+    assert r.status_code == 200 and "Pick the team" in r.content.decode() and not Prompt.objects.exists()
+    post_prompt(c, "/prompts/new/", visibility="team", team=str(team.pk))
+    p = Prompt.objects.get()
+    assert p.visibility == "team" and p.team_id == team.pk
+    b, k = client_for(bob), client_for(carol)
+    assert "greeter" in b.get("/prompts/").content.decode() and b.get(f"/prompts/{p.pk}/").status_code == 200
+    assert "greeter" not in k.get("/prompts/").content.decode() and k.get(f"/prompts/{p.pk}/").status_code == 404
+    assert b.get(f"/prompts/{p.pk}/edit/").status_code == 404  # members use it; the author edits it
+    raw = b.post("/prompts/tokens/", {"name": "app"}).context["raw"]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    assert Client().get("/api/prompts/greeter", **auth).status_code == 200
+    # Removed from the team: the prompt is gone at once, in the library and the API.
+    team_services.member_remove(membership=Membership.objects.get(team=team, user=bob))
+    assert b.get(f"/prompts/{p.pk}/").status_code == 404 and "greeter" not in b.get("/prompts/").content.decode()
+    assert Client().get("/api/prompts/greeter", **auth).status_code == 404

@@ -69,7 +69,8 @@ def add_endpoint(pg, server, name: str, base_url: str) -> None:  # noqa: ANN001
 
 
 def metric(pg, label: str) -> str:  # noqa: ANN001
-    return pg.locator(f".msg-assistant .metric[data-metric='{label}'] dd").last.inner_text()
+    # The full table sits in the strip's closed <details> (issue 10): its text, not innerText.
+    return (pg.locator(f".msg-assistant .metric[data-metric='{label}'] dd").last.text_content() or "").strip()
 
 
 def test_paris_streams_from_llama_server_with_exact_token_counts(server, page, smollm) -> None:  # noqa: ANN001

@@ -109,7 +109,8 @@ def fill(route: str, ids: dict[str, Any]) -> str:
 
 @pytest.fixture
 def objects(alice) -> dict[str, Any]:  # noqa: ANN001
-    """One of everything alice owns: conversation, message, attachment, endpoint."""
+    """One of everything alice owns: conversation, message, attachment, endpoint, team (and
+    her membership of it), and her own user id (for the staff's user pages)."""
     conversation, answer = finished_turn(alice)
     user_message = Message.objects.get(conversation=conversation, role="user")
     attachment = Attachment.objects.create(
@@ -126,11 +127,15 @@ def objects(alice) -> dict[str, Any]:  # noqa: ANN001
     )
     comparison = compare_services.compare_create(user=alice)  # issue 11: a comparison and its lanes
     lane = comparison.lanes.order_by("position").first()
+    from chat.teams import services as team_services
+
+    team = team_services.team_create(user=alice, name="Team")
     return {
         "conversation_id": conversation.pk, "message_id": answer.pk, "attachment_id": attachment.pk,
         "endpoint_id": endpoint.pk, "fmt": "json", **prompt_objects(alice, conversation),
         "modes/:run_id": run.pk,
         "compare/:conversation_id": comparison.pk, "lane_id": lane.pk, "action": "duplicate",
+        "team_id": team.pk, "membership_id": team.memberships.get().pk, "user_id": alice.pk,
     }
 
 

@@ -171,10 +171,12 @@ def test_an_oversized_message_is_refused_with_a_reason_and_the_socket_stays(serv
     assert "1.00 MiB" in text and "at most 1.00 MiB per message" in text
     assert pg.input_value("#content") == big  # kept in the box
     assert pg.is_enabled("#send")
+    assert pg.locator(".msg-pending").count() == 0  # no optimistic echo of a message not sent
     # A normal send on the same socket still works: nothing was closed or reopened.
     pg.fill("#content", "small one")
     pg.press("#content", "Enter")
     pg.wait_for_selector(".msg-assistant.status-complete")
+    pg.wait_for_selector("#notice", state="hidden")  # the notice went with its cause (issue 10)
     assert pg.evaluate("window.__wsClose") == 0
     assert pg.evaluate("window.__wsOpen") == opened
     stored = server.query("select content from chat_message where role='user'")

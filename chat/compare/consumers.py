@@ -64,7 +64,7 @@ def parse_lanes(user: Any, data: dict[str, Any]) -> dict[int, NextTurnSettings]:
             continue
         style = None
         try:
-            style = selectors.endpoint_get_for_user(user=user, endpoint_id=item.get("endpoint_id")).api_style
+            style = selectors.endpoint_usable_get_for_user(user=user, endpoint_id=item.get("endpoint_id")).api_style
         except Http404:
             pass
         form = TurnSettingsForm(item, api_style=style)

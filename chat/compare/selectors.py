@@ -44,7 +44,7 @@ from chat.selectors import (
     _check_settings,
     _lane_busy,
     _prices,
-    endpoint_get_for_user,
+    endpoint_for_turn,
     title_from_message,
 )
 
@@ -131,10 +131,8 @@ def lane_history(rows: Rows, lane_id: int, upto: int | None = None) -> tuple[Cha
 def _lane_endpoint(user: AbstractBaseUser, s: NextTurnSettings) -> Endpoint:
     if not s.endpoint_id:
         raise TurnRefused(NO_ENDPOINT)
-    try:
-        return endpoint_get_for_user(user=user, endpoint_id=s.endpoint_id)
-    except Http404 as exc:
-        raise TurnRefused(NO_ENDPOINT) from exc
+    # Membership (team endpoints) and budgets, read now: the chat's one rule for a new turn.
+    return endpoint_for_turn(user=user, endpoint_id=s.endpoint_id)
 
 
 def lane_settings(lane: Lane) -> NextTurnSettings:

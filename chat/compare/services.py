@@ -16,8 +16,8 @@ from django.db import transaction
 from django.db.models import F
 
 from chat.compare.selectors import MAX_LANES, MIN_LANES
-from chat.models import Conversation, Endpoint, Lane, Message, MessageStatus, Vote
-from chat.selectors import NextTurnSettings
+from chat.models import Conversation, Lane, Message, MessageStatus, Vote
+from chat.selectors import NextTurnSettings, endpoint_list_for_user
 
 
 class LaneRefused(ValueError):
@@ -28,7 +28,7 @@ def compare_create(*, user: AbstractBaseUser, lanes: list[NextTurnSettings] | No
     """A new comparison with the given lanes (default: two lanes on the user's first endpoint
     and its default model). ``lanes`` beyond :data:`MAX_LANES` are dropped."""
     if not lanes:
-        endpoint = Endpoint.objects.filter(owner=user).order_by("id").first()
+        endpoint = endpoint_list_for_user(user=user).order_by("id").first()
         model = endpoint.default_model if endpoint else ""
         s = NextTurnSettings(endpoint.pk if endpoint else None, model, "", {})
         lanes = [s, s]

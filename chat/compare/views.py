@@ -143,7 +143,7 @@ def lane_save(request: HttpRequest, conversation_id: int, lane_id: int) -> HttpR
     data = request.POST
     style = None
     try:
-        style = selectors.endpoint_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
+        style = selectors.endpoint_usable_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
     except Http404:
         return HttpResponse("No such endpoint.", status=400)
     form = forms.TurnSettingsForm(data, api_style=style)

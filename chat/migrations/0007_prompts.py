@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0005_replay_blocks'),
+        ('chat', '0006_teams'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -19,11 +19,13 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404
 
 from chat import db
+from chat import selectors as chat_selectors
 from chat.consumers import resolve_base_url
 from chat.modes import runner, selectors, services
 from chat.modes.models import ModeKind, ModeRun, RunStatus
 from chat.modes.requests import audio_request, completion_request, embeddings_request
 from chat.providers.base import EndpointConfig
+from chat.selectors import TurnRefused
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,13 @@ class ModeRunConsumer(AsyncWebsocketConsumer):
         self.run_id = run.pk
         if run.status != RunStatus.PENDING or run.endpoint is None:
             await self.send(text_data=json.dumps({"t": "final", "status": run.status}))
+            return
+        try:  # the endpoint is still the user's to use (team membership, budgets), read now
+            await db.read(chat_selectors.endpoint_for_turn, user=user, endpoint_id=run.endpoint_id)
+        except TurnRefused as exc:
+            await db.write(services.run_finish, run_id=run.pk, status=RunStatus.ERROR,
+                           error={"message": str(exc), "code": "refused"})
+            await self.send(text_data=json.dumps({"t": "final", "status": RunStatus.ERROR}))
             return
         if not await db.write(services.run_claim, run_id=run.pk):
             await self.send(text_data=json.dumps({"t": "final", "status": "claimed"}))

@@ -14,6 +14,7 @@ from django.conf import settings
 
 from chat.models import Endpoint
 from chat.modes.selectors import model_context_length
+from chat.selectors import endpoint_list_for_user
 
 #: Largest raw prompt, characters.
 MAX_PROMPT_CHARS = 200_000
@@ -41,7 +42,7 @@ class EndpointModelForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["endpoint"].queryset = Endpoint.objects.filter(owner=user).order_by("name", "id")
+        self.fields["endpoint"].queryset = endpoint_list_for_user(user=user)
 
     def clean_model(self) -> str:
         return self.cleaned_data["model"].strip()

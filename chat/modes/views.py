@@ -33,6 +33,7 @@ from chat.modes.models import ModeKind, ModeRun
 from chat.modes.requests import audio_request, completion_request, embeddings_request
 from chat.providers import openai_audio, openai_completions, openai_embeddings
 from chat.providers.base import EndpointConfig
+from chat.selectors import endpoint_list_for_user
 
 #: Largest similarity matrix drawn (texts); the nearest view works for every run.
 MAX_HEATMAP = 64
@@ -47,7 +48,7 @@ AUDIO_KINDS = (ModeKind.TRANSCRIPTION, ModeKind.TRANSLATION)
 
 
 def _endpoints(user: AbstractBaseUser) -> list[Endpoint]:
-    return list(Endpoint.objects.filter(owner=user).order_by("name", "id"))
+    return list(endpoint_list_for_user(user=user))
 
 
 def _initial(kind: str, user: AbstractBaseUser, run: ModeRun | None) -> dict[str, Any]:

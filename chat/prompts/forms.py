@@ -15,10 +15,11 @@ from typing import Any
 from django import forms
 
 from chat.forms import ParamsForm
-from chat.models import Endpoint
 from chat.prompts import variables
 from chat.prompts.models import PromptVisibility
 from chat.prompts.services import LABEL_RE, MAX_MESSAGES, VersionContent
+from chat.selectors import endpoint_list_for_user
+from chat.teams.selectors import teams_for_user
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$"
 MESSAGE_SLOTS_EXTRA = 2
@@ -46,6 +47,8 @@ class PromptForm(forms.Form):
     description = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
     tags = forms.CharField(required=False, max_length=1000, help_text="Comma-separated.")
     visibility = forms.ChoiceField(choices=PromptVisibility.choices)
+    team = forms.TypedChoiceField(required=False, coerce=int, empty_value=None,
+                                  help_text="With “A team's members”: which team.")
     system_prompt = forms.CharField(required=False, max_length=100_000, strip=False, widget=forms.Textarea(attrs={"rows": 5}))
     endpoint_id = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
     model = forms.CharField(required=False, max_length=200)
@@ -56,7 +59,10 @@ class PromptForm(forms.Form):
         self.user = user
         self.base_params = {k: v for k, v in (base_params or {}).items() if k not in EDITOR_PARAM_FIELDS}
         self.fields["endpoint_id"].choices = [("", "(the user's first endpoint)")] + [
-            (e.pk, e.name) for e in Endpoint.objects.filter(owner=user).order_by("name")
+            (e.pk, e.name) for e in endpoint_list_for_user(user=user)
+        ]
+        self.fields["team"].choices = [("", "(no team)")] + [
+            (t.pk, t.name) for t in teams_for_user(user=user)
         ]
         self.params_form = ParamsForm(self.data if self.is_bound else None, prefix=None)
         self.message_rows: list[dict[str, str]] = []
@@ -83,6 +89,11 @@ class PromptForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if data.get("visibility") == PromptVisibility.TEAM:
+            if not data.get("team"):
+                self.add_error("team", "Pick the team whose members may use this prompt.")
+        else:
+            data["team"] = None
         try:
             self.message_rows = self._messages()
         except forms.ValidationError as exc:

@@ -23,6 +23,7 @@ from chat.prompts.models import TestRun, TestRunCell
 from chat.providers import get_adapter
 from chat.providers.base import ChatMessage, ChatRequest, EndpointConfig, TextDelta
 from chat.providers.http import get_client
+from chat.selectors import endpoint_list_for_user
 
 CONCURRENCY = 2
 MAX_JUDGE_TOKENS = 64
@@ -63,7 +64,7 @@ def plan(*, run: TestRun) -> Plan:
     """The judge jobs of ``run`` (sync; the caller checked the user owns the run)."""
     test_set = run.test_set
     cfg = test_set.judge or {}
-    endpoint = Endpoint.objects.filter(owner=run.owner, pk=cfg.get("endpoint_id") or 0).first()
+    endpoint = endpoint_list_for_user(user=run.owner).filter(pk=cfg.get("endpoint_id") or 0).first()
     cells = list(run.cells.filter(judge__isnull=True, message_id__isnull=False))
     answers = {m.id: m for m in Message.objects.filter(id__in=[c.message_id for c in cells], status=MessageStatus.COMPLETE)}
     questions = dict(Message.objects.filter(id__in=[m.parent_id for m in answers.values() if m.parent_id]).values_list("id", "content"))

@@ -1,8 +1,8 @@
 """Rows of the prompt library: prompts, immutable versions, labels and their moves, API tokens.
 
 A ``Prompt`` is owned by a user and visible to its owner, or to everyone on the site
-(``visibility="site"``; a ``team`` visibility is added when teams exist, see
-``chat.prompts.selectors.prompt_visible_q``). Each save makes a new ``PromptVersion`` (never
+(``visibility="site"``), or to the members of one team (``visibility="team"``, ``team``); see
+``chat.prompts.selectors.prompt_visible_q``. Each save makes a new ``PromptVersion`` (never
 updated). A ``PromptLabel`` points at one version; every move is a ``PromptLabelMove`` row.
 
 May import: Django.
@@ -17,7 +17,7 @@ from django.db import models
 class PromptVisibility(models.TextChoices):
     PRIVATE = "private", "Private (only me)"
     SITE = "site", "Everyone on this site"
-    # TEAM = "team", "My team"  -- added by the teams work (see selectors.prompt_visible_q)
+    TEAM = "team", "A team's members"
 
 
 class Prompt(models.Model):
@@ -29,6 +29,8 @@ class Prompt(models.Model):
     description = models.TextField(blank=True, default="")
     tags = models.JSONField(default=list, blank=True)
     visibility = models.CharField(max_length=16, choices=PromptVisibility.choices, default=PromptVisibility.PRIVATE)
+    # With visibility "team": the team whose members see and use it (the owner alone edits it).
+    team = models.ForeignKey("chat.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="prompts")
     forked_from = models.ForeignKey(
         "PromptVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )

@@ -26,14 +26,13 @@ MAX_SEARCH = 200  # characters of a search query
 
 
 def prompt_visible_q(user: AbstractBaseUser) -> Q:
-    """The ownership selector: prompts ``user`` may see (own, or shared with the whole site).
-
-    TEAM HOOK: when teams land, add ``| Q(visibility="team", team__memberships__user=user)``
-    here (and a ``team`` FK on Prompt); every read of the library goes through this function.
-    """
+    """The ownership selector: prompts ``user`` may see (own, shared with the whole site, or
+    shared with a team ``user`` is a member of now: a removed member loses them at once). Every
+    read of the library and the API goes through this function."""
     if not getattr(user, "is_authenticated", False):
         return Q(pk__in=[])
-    return Q(owner=user) | Q(visibility=PromptVisibility.SITE)
+    return (Q(owner=user) | Q(visibility=PromptVisibility.SITE)
+            | Q(visibility=PromptVisibility.TEAM, team__memberships__user=user))
 
 
 def prompt_list_for_user(
@@ -42,7 +41,7 @@ def prompt_list_for_user(
     """Visible prompts. ``query``: text in name, description or any version's system prompt or
     messages; ``tag``: exact tag; ``sort``: ``used`` (last used first, never-used last), ``name``
     or ``updated``."""
-    qs = Prompt.objects.filter(prompt_visible_q(user)).select_related("owner")
+    qs = Prompt.objects.filter(prompt_visible_q(user)).select_related("owner", "team")
     query = (query or "").strip()[:MAX_SEARCH]
     if query:
         qs = qs.filter(

@@ -27,6 +27,7 @@ from chat.prompts.models import (
     PromptVersion,
     PromptVisibility,
 )
+from chat.selectors import endpoint_list_for_user
 
 MAX_MESSAGES = 20  # message templates per version
 EXPORT_FORMAT = "playground.prompt/1"
@@ -66,14 +67,16 @@ def _new_version(prompt: Prompt, user: AbstractBaseUser, content: VersionContent
 def prompt_create(
     *, user: AbstractBaseUser, name: str, description: str = "", tags: list[str] | None = None,
     visibility: str = PromptVisibility.PRIVATE, content: VersionContent, message: str = "",
-    forked_from: PromptVersion | None = None,
+    forked_from: PromptVersion | None = None, team_id: int | None = None,
 ) -> Prompt:
-    """A new prompt with version 1. Raises PromptError when the user has a prompt of that name."""
+    """A new prompt with version 1. ``team_id``: with visibility "team", a team the user is a
+    member of (checked by the form). Raises PromptError when the user has a prompt of that name."""
     try:
         with transaction.atomic():
             prompt = Prompt.objects.create(
                 owner=user, name=name, description=description, tags=list(tags or []),
                 visibility=visibility, forked_from=forked_from,
+                team_id=team_id if visibility == PromptVisibility.TEAM else None,
             )
             _new_version(prompt, user, content, message)
     except IntegrityError as exc:
@@ -83,7 +86,7 @@ def prompt_create(
 
 def prompt_save(
     *, prompt: Prompt, user: AbstractBaseUser, name: str, description: str, tags: list[str], visibility: str,
-    content: VersionContent, message: str = "",
+    content: VersionContent, message: str = "", team_id: int | None = None,
 ) -> PromptVersion | None:
     """Update the prompt's name/description/tags/visibility and add a version when the content
     differs from the newest one. Returns the new version, or None when only metadata changed.
@@ -91,7 +94,8 @@ def prompt_save(
     try:
         with transaction.atomic():
             Prompt.objects.filter(pk=prompt.pk).update(
-                name=name, description=description, tags=list(tags), visibility=visibility, updated_at=timezone.now()
+                name=name, description=description, tags=list(tags), visibility=visibility,
+                team_id=team_id if visibility == PromptVisibility.TEAM else None, updated_at=timezone.now(),
             )
             latest = selectors.version_latest(prompt=prompt)
             if latest is not None and VersionContent.of(latest) == content:
@@ -162,8 +166,9 @@ class PromptUse:
 
 def _endpoint_for(user: AbstractBaseUser, config: Mapping[str, Any]) -> Endpoint | None:
     eid = config.get("endpoint_id")
-    endpoint = Endpoint.objects.filter(owner=user, pk=eid).first() if eid else None
-    return endpoint or Endpoint.objects.filter(owner=user).order_by("id").first()
+    usable = endpoint_list_for_user(user=user)
+    endpoint = usable.filter(pk=eid).first() if eid else None
+    return endpoint or usable.order_by("id").first()
 
 
 def conversation_from_version(
@@ -253,7 +258,7 @@ def token_revoke(*, user: AbstractBaseUser, token_id: int) -> bool:
 def prompt_export(*, prompt: Prompt) -> dict[str, Any]:
     """The prompt, all its versions (oldest first) and labels as a JSON-able dict
     (``format: "playground.prompt/1"``). The endpoint is kept as its name only."""
-    names = dict(Endpoint.objects.filter(owner=prompt.owner).values_list("id", "name"))
+    names = dict(endpoint_list_for_user(user=prompt.owner).values_list("id", "name"))
     versions = []
     for v in prompt.versions.order_by("number"):
         config = {k: val for k, val in (v.config or {}).items() if k != "endpoint_id"}
@@ -273,7 +278,7 @@ def prompt_import(*, user: AbstractBaseUser, data: Mapping[str, Any], name: str 
     """Create a private prompt in ``user``'s library from :func:`prompt_export` output (already
     validated by ``chat.prompts.forms.validate_export``); versions keep their order, labels
     point at the matching versions; an endpoint is matched by name among the user's own."""
-    by_name = dict(Endpoint.objects.filter(owner=user).values_list("name", "id"))
+    by_name = dict(endpoint_list_for_user(user=user).values_list("name", "id"))
     with transaction.atomic():
         contents = []
         for v in data["versions"]:

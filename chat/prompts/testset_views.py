@@ -17,11 +17,11 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from chat.models import Endpoint
 from chat.prompts import checks as checks_mod
 from chat.prompts import selectors, testsets
 from chat.prompts.models import TestSet
 from chat.providers.base import EndpointConfig
+from chat.selectors import endpoint_list_for_user
 from chat.turns import TurnSpec, registry
 
 
@@ -60,7 +60,7 @@ def testset_edit(request: HttpRequest, prompt_id: int, set_id: int | None = None
                 raw = rows_text
             rows = testsets.parse_rows(raw)
             checks = checks_mod.parse_lines(checks_text)
-            judge_endpoint = Endpoint.objects.filter(owner=request.user, pk=request.POST.get("judge_endpoint_id") or 0).first()
+            judge_endpoint = endpoint_list_for_user(user=request.user).filter(pk=request.POST.get("judge_endpoint_id") or 0).first()
             judge = {"endpoint_id": judge_endpoint.pk, "model": (request.POST.get("judge_model") or "").strip()[:200]} if judge_endpoint else {}
             if any(k["type"] == checks_mod.JUDGE for k in checks) or any(k["type"] == checks_mod.JUDGE for r in rows for k in r["checks"]):
                 if not judge:
@@ -75,7 +75,7 @@ def testset_edit(request: HttpRequest, prompt_id: int, set_id: int | None = None
     return render(request, "prompts/testset.html", {
         "prompt": prompt, "test_set": test_set, "error": error, "rows_text": rows_text, "checks_text": checks_text,
         "name": name, "missing": missing, "unused": unused, "variables": selectors.version_variables(latest),
-        "versions": prompt.versions.order_by("-number"), "endpoints": Endpoint.objects.filter(owner=request.user),
+        "versions": prompt.versions.order_by("-number"), "endpoints": endpoint_list_for_user(user=request.user),
         "runs": test_set.runs.all()[:20] if test_set else [], "lane_slots": range(testsets.MAX_LANES),
         "latest": latest, "judge": (test_set.judge if test_set else {}) or {},
     })
@@ -89,7 +89,7 @@ def _plan_run(request: HttpRequest, prompt_id: int, set_id: int) -> tuple[Any, l
         if not number:
             continue
         version = selectors.version_get(prompt=prompt, number=number)
-        endpoint = Endpoint.objects.filter(owner=request.user, pk=request.POST.get(f"lane_endpoint_{j}") or 0).first()
+        endpoint = endpoint_list_for_user(user=request.user).filter(pk=request.POST.get(f"lane_endpoint_{j}") or 0).first()
         if endpoint is None:
             flash.error(request, f"Lane {j + 1}: pick one of your endpoints.")
             return redirect("prompts:testset", prompt.pk, test_set.pk)

@@ -65,12 +65,14 @@ def _editor(request: HttpRequest, *, prompt: Any = None) -> HttpResponse:
                     prompt = services.prompt_create(
                         user=request.user, name=d["name"], description=d["description"], tags=d["tags"],
                         visibility=d["visibility"], content=form.content(), message=d["version_message"],
+                        team_id=d.get("team"),
                     )
                     flash.success(request, f"Prompt “{prompt.name}” saved as v1.")
                 else:
                     v = services.prompt_save(
                         prompt=prompt, user=request.user, name=d["name"], description=d["description"],
                         tags=d["tags"], visibility=d["visibility"], content=form.content(), message=d["version_message"],
+                        team_id=d.get("team"),
                     )
                     flash.success(request, f"Saved v{v.number}." if v else "Saved (content unchanged: no new version).")
                 return redirect("prompts:detail", prompt.pk)
@@ -83,7 +85,7 @@ def _editor(request: HttpRequest, *, prompt: Any = None) -> HttpResponse:
         found = form.variables()
     else:
         meta = {"name": prompt.name, "description": prompt.description, "tags": ", ".join(prompt.tags),
-                "visibility": prompt.visibility} if prompt else {"visibility": PromptVisibility.PRIVATE}
+                "visibility": prompt.visibility, "team": prompt.team_id} if prompt else {"visibility": PromptVisibility.PRIVATE}
         form = forms.PromptForm(initial=meta, user=request.user)
         rows = list(latest.messages) if latest else [{"role": "user", "content": ""}]
         initial = _content_initial(latest) if latest else {"params": {}}

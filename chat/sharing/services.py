@@ -17,7 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat import selectors as chat_selectors
-from chat.models import Conversation, Endpoint, Lane, Message, MessageStatus
+from chat.models import Conversation, Lane, Message, MessageStatus
+from chat.selectors import endpoint_list_for_user
 from chat.sharing.models import ShareLink, ShareVisibility
 
 FORMAT = "playground.share/1"
@@ -141,7 +142,7 @@ def share_copy(*, user: AbstractBaseUser, link: ShareLink) -> Conversation:
     """"Continue as a copy" (conversations only): a new conversation of ``user`` with the snapshot's messages (complete,
     unlinked to any upstream) and settings, on the user's first endpoint."""
     snap = link.snapshot
-    endpoint = Endpoint.objects.filter(owner=user).order_by("id").first()
+    endpoint = endpoint_list_for_user(user=user).order_by("id").first()
     s = snap.get("settings") or {}
     with transaction.atomic():
         conv = Conversation.objects.create(

@@ -29,7 +29,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat import selectors as chat_selectors
-from chat.models import Attachment, Conversation, Endpoint, Lane, Message, MessageStatus
+from chat.models import Attachment, Conversation, Lane, Message, MessageStatus
+from chat.selectors import endpoint_list_for_user
 
 FORMAT = "playground.conversation/1"
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -161,8 +162,9 @@ def conversation_import(*, user: AbstractBaseUser, raw: bytes) -> Conversation:
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ImportRefused(f"Not valid JSON: {str(exc)[:200]}") from None
     msgs = _validate(data)
-    endpoint = (Endpoint.objects.filter(owner=user, name=data.get("endpoint_name") or "").first()
-                or Endpoint.objects.filter(owner=user).order_by("id").first())
+    usable = endpoint_list_for_user(user=user)
+    endpoint = (usable.filter(name=data.get("endpoint_name") or "").first()
+                or usable.order_by("id").first())
     with transaction.atomic():
         conv = Conversation.objects.create(
             owner=user, title=data.get("title", "")[:200], endpoint=endpoint, model=data.get("model", "")[:200],

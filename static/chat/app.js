@@ -104,7 +104,7 @@
       else if (r) purifyInto(st.openEl, r.render(tolerant(st.open)));
       else st.openEl.textContent = st.open;
     });
-    if (stickBottom) scrollDown();
+    if (stickBottom) scrollDown(); else ui.pill();
   }
   function mark(el, kind) {
     var art = el.closest(".msg-assistant");
@@ -198,14 +198,16 @@
       var w = art.querySelector(".waiting"); if (w) w.remove();
       var th = art.querySelector("details.thinking");
       if (th) { th.open = false; th.classList.add("done"); if (!art.classList.contains("has-reasoning")) th.hidden = true; }
-      if (status === "complete") announce(art);
+      announce(art, status);
     });
+    ui.syncComposer();
   }
-  function announce(art) {
-    var live = document.getElementById("live-region");
-    if (!live) return;
-    var t = art.querySelector(".answer");
-    live.textContent = "Answer complete: " + ((t && t.textContent) || "").slice(0, 200);
+  // The polite live region speaks once per answer, when it ends (never per token). An error's
+  // box is an alert when it arrives (role="alert" on the final frame only: old errors are not).
+  function announce(art, status) {
+    var t = art.querySelector(".answer"), text = ((t && t.textContent) || "").trim().slice(0, 200);
+    if (status === "complete") ui.say("Answer complete: " + text);
+    else if (status === "stopped") ui.say("Answer stopped.");
   }
   function initStreams(root) {
     (root || document).querySelectorAll(".md[data-u]").forEach(function (el) {
@@ -238,12 +240,14 @@
     if (t) t.scrollTop = t.scrollHeight;
   }
 
-  // Esc stops the running answer.
+  // Esc closes what is open (a dialog closes itself; a drawer or the menu), else stops the
+  // running answer.
   document.addEventListener("keydown", function (e) {
-    if (e.key === "Escape") {
-      var stop = document.querySelector(".msg-assistant.status-streaming button.stop");
-      if (stop) { e.preventDefault(); stop.click(); }
-    }
+    if (e.key !== "Escape" || e.shiftKey || e.defaultPrevented) return;
+    if (document.querySelector("dialog[open]")) return;
+    if (ui.closeAll(true)) { e.preventDefault(); return; }
+    var stop = document.querySelector(".msg-assistant.status-streaming button.stop");
+    if (stop) { e.preventDefault(); stop.click(); }
   });
 
   // Enter sends, Shift+Enter adds a line.
@@ -287,7 +291,14 @@
         e.preventDefault(); return;
       }
       e.detail.parameters.mode = (submitter && submitter.value === "append") || e.detail.parameters.role === "system" ? "append" : "send";
+      meter();
+      var over = document.querySelector("#ctx-meter.over .ctx-text");
+      if (over && e.detail.parameters.mode === "send" &&
+          !window.confirm("This send would overflow the model's context window (" + over.textContent.replace(/ — .*/, "") + "). Send anyway?")) {
+        e.preventDefault(); return;
+      }
       pendingTurn = e.detail.parameters.mode === "append" ? null : form.querySelector("[name=turn_id]").value;
+      ui.echo(e.detail.parameters.content || "", e.detail.parameters.role || "user", e);
       if (e.detail.parameters.mode === "append") appendPending = true;
       var send = document.getElementById("send");
       if (send) send.disabled = true;
@@ -332,10 +343,15 @@
     pendingTurn = null;
     var send = document.getElementById("send");
     if (send) send.disabled = false;
+    ui.dropEcho();
+    // A notice about an earlier send (refused, too large) is gone with its cause.
+    var n = document.getElementById("notice");
+    if (n && n.textContent) { n.textContent = ""; n.className = ""; }
   }
 
   function afterFrame(frameText) {
     var form = document.getElementById("composer");
+    if (frameText && frameText.indexOf('id="notice"') >= 0) ui.dropEcho();
     if (appendPending && frameText && frameText.indexOf('id="thread"') >= 0) { appendPending = false; clearComposer(); }
     if (pendingTurn && form && document.querySelector('[data-turn-id="' + pendingTurn + '"]')) clearComposer();
   }
@@ -345,6 +361,7 @@
     finalize();
     initStreams();
     if (stickBottom) scrollDown();
+    ui.afterSwap();
   });
   // A snapshot for a message the page does not show yet: append it.
   document.body && document.body.addEventListener("htmx:oobErrorNoTarget", function (e) {
@@ -490,11 +507,17 @@
     var prompt = Math.ceil(chars / 4);
     var maxTok = parseInt((document.querySelector("[name=max_tokens]") || {}).value || "0", 10) || 0;
     var text = box.querySelector(".ctx-text"), bar = box.querySelector(".ctx-bar span");
-    if (!ctx) { text.textContent = "≈" + prompt + " prompt tokens (context length unknown)"; bar.style.width = "0%"; box.className = "ctx-meter"; return; }
+    var mini = document.getElementById("ctx-mini");
+    if (!ctx) { text.textContent = "≈" + prompt + " prompt tokens (context length unknown)"; bar.style.width = "0%"; box.className = "ctx-meter"; if (mini) { mini.textContent = "≈" + prompt + " tok"; mini.className = "ctx-mini muted"; } return; }
     var used = prompt + maxTok, pct = Math.min(100, Math.round(100 * used / ctx));
     bar.style.width = pct + "%";
     box.className = "ctx-meter" + (used > ctx ? " over" : pct > 80 ? " warn" : "");
     text.textContent = "≈" + prompt + (maxTok ? " + " + maxTok : "") + " / " + ctx + " tokens" + (used > ctx ? " — this send would overflow the context window" : "");
+    if (mini) {
+      mini.textContent = "≈" + used + " / " + ctx + " tok";
+      mini.className = "ctx-mini" + (used > ctx ? " over" : pct > 80 ? " warn" : " muted");
+      mini.title = text.textContent;
+    }
   }
   document.addEventListener("input", function (e) { if (e.target.id === "content") meter(); });
   document.addEventListener("htmx:afterSwap", function (e) {
@@ -609,12 +632,23 @@
     if (e.target.classList.contains("close-dialog")) e.target.closest("dialog").close();
     if (e.target.classList.contains("tab")) {
       var view = e.target.closest(".code-view");
-      view.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("active", t === e.target); });
+      view.querySelectorAll(".tab").forEach(function (t) {
+        var on = t === e.target;
+        t.classList.toggle("active", on); t.setAttribute("aria-selected", on ? "true" : "false"); t.tabIndex = on ? 0 : -1;
+      });
       view.querySelectorAll(".tab-panel").forEach(function (p) { p.hidden = p.dataset.panel !== e.target.dataset.tab; });
     }
     if (e.target.classList.contains("copy-snippet")) {
       copy(e.target.closest(".tab-panel").querySelector("pre").textContent, e.target);
     }
+  });
+
+  // Tabs: Left/Right move between them (one tab stop for the whole list).
+  document.addEventListener("keydown", function (e) {
+    if (!(e.target.classList && e.target.classList.contains("tab")) || (e.key !== "ArrowLeft" && e.key !== "ArrowRight")) return;
+    var tabs = Array.prototype.slice.call(e.target.closest("[role=tablist]").querySelectorAll("[role=tab]"));
+    var next = tabs[(tabs.indexOf(e.target) + (e.key === "ArrowRight" ? 1 : tabs.length - 1)) % tabs.length];
+    e.preventDefault(); next.focus(); next.click();
   });
 
   // Confirmations of plain forms (delete buttons), instead of inline onsubmit handlers.
@@ -625,10 +659,294 @@
     }
   });
 
+
+  // ---- layout, keyboard and screen readers (issue 10) ---------------------------------------
+  // Below 900 px the conversation list (#sidebar) and the settings (#settings) are drawers opened
+  // by the top bar's buttons (aria-controls / aria-expanded); Esc or the backdrop closes them and
+  // focus returns to the button. The site menu works the same way. Shortcuts are listed in
+  // templates/ui/shortcuts.html. Focus never falls to <body> after a swap: it goes back to the
+  // same control of the same message, else to its nearest sensible neighbour, else the composer.
+  var ui = (function () {
+    var $ = function (id) { return document.getElementById(id); };
+    var narrow = window.matchMedia("(max-width: 900px)");
+    var opener = null, focusMemo = null, echoEl = null;
+    function visible(el) { return !!(el && el.isConnected && !el.disabled && el.getClientRects().length); }
+    function focusFirst(root) {
+      var el = root && root.querySelector("input:not([type=hidden]), select, textarea, button, a[href]");
+      if (el) el.focus();
+    }
+    function openDrawer(id, focusId) {
+      var d = $(id), btn = document.querySelector('[aria-controls="' + id + '"]');
+      if (!d) return;
+      closeAll(false);
+      opener = btn || document.activeElement;
+      d.classList.add("open");
+      if (btn) btn.setAttribute("aria-expanded", "true");
+      var bd = $("drawer-backdrop"); if (bd) bd.hidden = false;
+      // Wait for the slide-in to make the drawer focusable (visibility).
+      setTimeout(function () { if (focusId && $(focusId)) $(focusId).focus(); else focusFirst(d); }, 0);
+    }
+    function closeAll(returnFocus) {
+      var closed = false;
+      document.querySelectorAll(".drawer.open, #site-nav.open").forEach(function (d) {
+        d.classList.remove("open"); closed = true;
+        var btn = document.querySelector('[aria-controls="' + d.id + '"]');
+        if (btn) btn.setAttribute("aria-expanded", "false");
+      });
+      var bd = $("drawer-backdrop"); if (bd) bd.hidden = true;
+      if (closed && returnFocus && opener && opener.isConnected) opener.focus();
+      if (closed) opener = null;
+      return closed;
+    }
+    document.addEventListener("click", function (e) {
+      var t = e.target.closest ? e.target : e.target.parentElement;
+      if (!t) return;
+      var tog = t.closest(".drawer-toggle");
+      if (tog) {
+        var id = tog.getAttribute("aria-controls");
+        if ($(id) && $(id).classList.contains("open")) closeAll(true); else openDrawer(id);
+        return;
+      }
+      if (t.closest("#nav-toggle")) {
+        var nav = $("site-nav"), open = !nav.classList.contains("open");
+        closeAll(false);
+        if (open) { nav.classList.add("open"); $("nav-toggle").setAttribute("aria-expanded", "true"); opener = $("nav-toggle"); focusFirst(nav); }
+        return;
+      }
+      if (t.id === "drawer-backdrop") { closeAll(true); return; }
+      if (!t.closest("#site-nav") && $("site-nav") && $("site-nav").classList.contains("open")) closeAll(false);
+      if (t.closest("#theme-toggle")) { toggleTheme(); return; }
+      if (t.closest("#shortcuts-open")) { sheet(); return; }
+      if (t.closest("#composer-stop")) { stopRunning(); return; }
+      if (t.closest("#new-output")) { scrollDown(); hidePill(); var c = $("content"); if (c) c.focus(); }
+    });
+    narrow.addEventListener && narrow.addEventListener("change", function () { if (!narrow.matches) closeAll(false); });
+
+    // Theme: follows the system until the toggle picks one (kept in localStorage).
+    function systemDark() { return window.matchMedia("(prefers-color-scheme: dark)").matches; }
+    function applyTheme() {
+      var saved = null;
+      try { saved = localStorage.getItem("pg-theme"); } catch (err) { /* storage off */ }
+      if (saved === "dark" || saved === "light") document.documentElement.setAttribute("data-theme", saved);
+      else document.documentElement.removeAttribute("data-theme");
+      var dark = saved ? saved === "dark" : systemDark();
+      var b = $("theme-toggle"); if (b) b.setAttribute("aria-pressed", dark ? "true" : "false");
+    }
+    function toggleTheme() {
+      var dark = $("theme-toggle").getAttribute("aria-pressed") === "true";
+      try { localStorage.setItem("pg-theme", dark ? "light" : "dark"); } catch (err) { /* storage off */ }
+      applyTheme();
+    }
+    applyTheme();
+
+    // Live announcements: one polite sentence, replaced (never appended per token).
+    function say(text) {
+      var live = $("live-region");
+      if (!live) return;
+      live.textContent = "";
+      setTimeout(function () { live.textContent = text; }, 30);
+    }
+
+    // Send turns into Stop while a turn streams.
+    function running() { return document.querySelector(".msg-assistant.status-streaming button.stop"); }
+    function stopRunning() { var s = running(); if (s) s.click(); }
+    function syncComposer() {
+      var send = $("send"), stop = $("composer-stop");
+      if (!send || !stop) return;
+      var on = !!running(), hadSend = document.activeElement === send, hadStop = document.activeElement === stop;
+      send.hidden = on; stop.hidden = !on;
+      if (on && hadSend) stop.focus();
+      if (!on && hadStop) { var c = $("content"); if (c) c.focus(); }
+      if (!on) hidePill();
+    }
+
+    // Where focus was in the thread, to put it back after the server swaps that part.
+    document.addEventListener("focusin", function (e) {
+      var t = e.target, art = t.closest && t.closest("#thread .msg");
+      if (!art) { if (t !== document.body) focusMemo = null; return; }
+      var cls = t.closest(".edit-form") ? "edit-open" : (t.classList && t.classList[0]) || "";
+      focusMemo = { id: art.id, cls: cls, assistant: art.classList.contains("msg-assistant") };
+    });
+    var FALLBACK = { stop: ["regenerate", "retry", "copy-msg"], regenerate: ["stop", "regenerate"], retry: ["stop", "retry", "regenerate"],
+      "continue": ["stop", "regenerate"], "sib-prev": ["sib-next", "regenerate", "edit-open"], "sib-next": ["sib-prev", "regenerate", "edit-open"] };
+    function restoreFocus() {
+      var a = document.activeElement;
+      if (a && a !== document.body && a.isConnected) return;
+      if (document.querySelector("dialog[open]")) return;
+      var m = focusMemo, art = m && $(m.id), target = null;
+      if (art) {
+        [m.cls].concat(FALLBACK[m.cls] || []).some(function (c) {
+          var el = c && art.querySelector("button." + c);
+          if (visible(el)) { target = el; return true; }
+          return false;
+        });
+        if (!target) target = Array.prototype.find.call(art.querySelectorAll(".msg-actions button"), visible) || null;
+      } else if (m && running()) {
+        target = running();
+      }
+      if (!target) target = $("content");
+      if (target) target.focus();
+    }
+
+    // The optimistic echo: your message shows at once, until the server's copy replaces it.
+    function echo(text, role, ev) {
+      setTimeout(function () {
+        var t = thread();
+        if (!t || (ev && ev.defaultPrevented) || !text.trim()) return;
+        dropEcho();
+        echoEl = document.createElement("article");
+        echoEl.className = "msg msg-" + (role === "assistant" ? "assistant" : role === "system" ? "system" : "user") + " msg-pending";
+        echoEl.setAttribute("aria-busy", "true");
+        var head = document.createElement("div"), who = document.createElement("span"), st = document.createElement("span");
+        head.className = "msg-role"; who.textContent = role === "user" ? "You" : role; st.className = "muted"; st.textContent = "· sending…";
+        head.appendChild(who); head.appendChild(st);
+        var body = document.createElement("div");
+        body.className = "msg-body user-text"; body.setAttribute("dir", "auto"); body.textContent = text;
+        echoEl.appendChild(head); echoEl.appendChild(body);
+        t.appendChild(echoEl);
+        scrollDown();
+        var mine = echoEl;
+        setTimeout(function () { if (echoEl === mine) dropEcho(); }, 15000);
+      }, 0);
+    }
+    function dropEcho() { if (echoEl) { echoEl.remove(); echoEl = null; } }
+
+    // "↓ new output": you scrolled up while an answer streams; the view stays where you are.
+    function pill() {
+      if (!running()) return;
+      var p = $("new-output");
+      if (!p) {
+        var chat = document.querySelector(".chat");
+        if (!chat) return;
+        p = document.createElement("button");
+        p.type = "button"; p.id = "new-output"; p.className = "new-output primary"; p.textContent = "↓ new output";
+        chat.appendChild(p);
+      }
+      p.hidden = false;
+    }
+    function hidePill() { var p = $("new-output"); if (p) p.hidden = true; }
+    document.addEventListener("scroll", function (e) { if (e.target === thread() && nearBottom()) hidePill(); }, true);
+
+    // The shortcut sheet.
+    function sheet() { var d = $("shortcuts-dialog"); if (d && !d.open) { closeAll(false); d.showModal(); } }
+    function lastAssistant() { var all = document.querySelectorAll("#thread .msg-assistant"); return all[all.length - 1] || null; }
+    function focusSearch() {
+      var s = $("conv-search");
+      if (!s) return;
+      if (narrow.matches) openDrawer("sidebar", "conv-search"); else { s.focus(); s.select(); }
+    }
+    document.addEventListener("keydown", function (e) {
+      if (e.defaultPrevented || e.isComposing || !$("composer")) return;
+      var t = e.target, typing = t.closest && t.closest("input, textarea, select, [contenteditable=true]");
+      var mod = e.ctrlKey || e.metaKey;
+      if (mod && !e.shiftKey && !e.altKey && (e.key === "k" || e.key === "K")) { e.preventDefault(); focusSearch(); return; }
+      if (e.key === "Escape" && e.shiftKey) { e.preventDefault(); closeAll(false); $("content").focus(); return; }
+      if (e.altKey && e.shiftKey && !mod) {
+        var last = lastAssistant(), b = null;
+        if (e.code === "KeyN") { e.preventDefault(); var n = $("new-chat"); if (n) n.click(); return; }
+        if (e.code === "KeyR") {
+          e.preventDefault();
+          b = last && (last.querySelector("button.regenerate") || last.querySelector("button.retry"));
+          if (b && !b.disabled) b.click(); else say(last ? "Nothing to regenerate yet: the answer is still running or waiting." : "No answer to regenerate yet.");
+          return;
+        }
+        if (e.code === "KeyC") {
+          e.preventDefault();
+          b = last && last.querySelector("button.copy-msg");
+          if (b) { b.click(); say("Copied the last answer."); } else say("No answer to copy yet.");
+          return;
+        }
+      }
+      if (e.key === "?" && !typing && !mod && !e.altKey) { e.preventDefault(); sheet(); }
+    });
+
+    // The header shows the title and its actions as soon as the conversation has a title (it
+    // arrives with the sidebar after the first answer).
+    function syncHead() {
+      var empty = $("chat-title-empty"), input = $("conv-title");
+      if (!empty || empty.hidden || !input) return;
+      var cur = document.querySelector("#conversation-list li.current a");
+      var title = cur && cur.textContent.trim();
+      if (!title) return;
+      input.value = title;
+      empty.hidden = true;
+      document.querySelectorAll("#chat-head [data-titled]").forEach(function (f) { f.hidden = false; });
+      document.title = title + " · LLM Playground";
+    }
+
+    // Delete with undo instead of confirm(): the form is sent after a few seconds unless Undo
+    // is pressed; leaving the page first sends it at once (sendBeacon).
+    var UNDO_S = 6, pendingDelete = null;
+    function undoToast(form) {
+      var toast = document.createElement("div"), text = document.createElement("span"), undo = document.createElement("button");
+      toast.className = "toast"; toast.setAttribute("role", "status");
+      text.textContent = form.getAttribute("data-undo") + " ";
+      undo.type = "button"; undo.className = "undo"; undo.textContent = "Undo";
+      toast.appendChild(text); toast.appendChild(undo);
+      document.body.appendChild(toast);
+      var timer = setTimeout(function () { pendingDelete = null; form.submit(); }, UNDO_S * 1000);
+      pendingDelete = { form: form, timer: timer, toast: toast };
+      undo.addEventListener("click", function () {
+        clearTimeout(timer); pendingDelete = null; toast.remove();
+        var b = form.querySelector("button"); if (b) b.focus();
+        say("Delete undone.");
+      });
+      undo.focus();
+    }
+    document.addEventListener("submit", function (e) {
+      var f = e.target;
+      if (!(f.matches && f.matches("form[data-undo]"))) return;
+      e.preventDefault();
+      if (!pendingDelete) undoToast(f);
+    });
+    window.addEventListener("pagehide", function () {
+      if (!pendingDelete) return;
+      clearTimeout(pendingDelete.timer);
+      navigator.sendBeacon(pendingDelete.form.action, new FormData(pendingDelete.form));
+      pendingDelete = null;
+    });
+
+    // A long pasted message is folded, with "Show all" (a button, so keyboard and touch work).
+    var foldN = 0;
+    function fold() {
+      document.querySelectorAll("#thread .msg-body.user-text:not([data-fold])").forEach(function (el) {
+        el.setAttribute("data-fold", "1");
+        if (el.scrollHeight <= 380) return;
+        if (!el.id) el.id = "fold-" + (++foldN);
+        el.classList.add("folded");
+        var b = document.createElement("button");
+        b.type = "button"; b.className = "show-all linklike small"; b.setAttribute("aria-expanded", "false");
+        b.setAttribute("aria-controls", el.id);
+        b.textContent = "Show all (" + el.textContent.split("\n").length + " lines)";
+        el.insertAdjacentElement("afterend", b);
+      });
+    }
+    document.addEventListener("click", function (e) {
+      var b = e.target.closest && e.target.closest("button.show-all");
+      if (!b) return;
+      var el = $(b.getAttribute("aria-controls")), open = b.getAttribute("aria-expanded") !== "true";
+      el.classList.toggle("folded", !open);
+      b.setAttribute("aria-expanded", open ? "true" : "false");
+      b.textContent = open ? "Show less" : "Show all (" + el.textContent.split("\n").length + " lines)";
+    });
+    document.addEventListener("htmx:afterSwap", fold);
+
+    return {
+      say: say, closeAll: closeAll, syncComposer: syncComposer, echo: echo, dropEcho: dropEcho, pill: pill,
+      afterSwap: function () { syncComposer(); syncHead(); fold(); restoreFocus(); },
+      init: function () {
+        applyTheme(); syncComposer(); fold();
+        var c = $("content");
+        if (c && !location.hash) c.focus();
+      },
+    };
+  })();
+
   document.addEventListener("DOMContentLoaded", function () {
     // "/" without an empty conversation: its form creates one by POST (a GET never writes).
     var start = document.querySelector("form[data-autosubmit]");
     if (start) { start.submit(); return; }
     initStreams(); afterFrame(); scrollDown(); applyStyle();
+    ui.init();
   });
 })();
