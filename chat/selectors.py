@@ -88,6 +88,27 @@ def conversation_get_for_user(*, user: AbstractBaseUser, conversation_id: int | 
         raise Http404("No such conversation") from exc
 
 
+def blind_pending(conversation: Conversation) -> bool:
+    """True while ``conversation`` is a blind comparison whose last turn is not voted on (or
+    has no turn yet): no page, partial, Inspect, code, export or share may show a lane's
+    endpoint, model or settings then. Views that take a conversation or message id refuse
+    (404) while it holds; the compare pages hide them (chat.compare.selectors.settings_hidden)."""
+    if conversation.kind != "compare" or not conversation.blind:
+        return False
+    from chat.models import Vote
+
+    last = (Message.objects.filter(conversation=conversation, role="user", lane__isnull=True)
+            .order_by("-created_at", "-id").values_list("turn_id", flat=True).first())
+    return last is None or not Vote.objects.filter(conversation=conversation, turn_id=last).exists()
+
+
+def refuse_if_blind(conversation: Conversation) -> Conversation:
+    """``conversation``, or Http404 while :func:`blind_pending` holds."""
+    if blind_pending(conversation):
+        raise Http404("Hidden until you vote")
+    return conversation
+
+
 def message_get_for_user(*, user: AbstractBaseUser, message_id: uuid.UUID | str) -> Message:
     """The message if its conversation belongs to ``user``. ``message_id`` is a UUID (the
     model's key type) or its string form. Raises Http404 otherwise (also for a malformed id)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from chat import views
+from chat.compare import prompt_views as compare_prompt_views
 from chat.compare import views as compare_views
 from chat.teams import views as team_views
 
@@ -37,6 +38,11 @@ urlpatterns = [
     path("compare/new/", compare_views.compare_new, name="compare_new"),
     path("compare/leaderboard/", compare_views.leaderboard, name="compare_leaderboard"),
     path("compare/list/", compare_views.compare_list, name="compare_list"),
+    path("compare/from-prompt/<int:prompt_id>/", compare_prompt_views.compare_from_prompt, name="compare_from_prompt"),
+    path("compare/<int:conversation_id>/lane/<int:lane_id>/version/", compare_prompt_views.lane_version,
+         name="compare_lane_version"),
+    path("compare/<int:conversation_id>/lane/<int:lane_id>/save-prompt/", compare_prompt_views.lane_save_prompt,
+         name="compare_lane_save_prompt"),
     path("compare/<int:conversation_id>/lane/<int:lane_id>/continue/", compare_views.lane_continue,
          name="compare_lane_continue"),
     path("compare/<int:conversation_id>/blind/", compare_views.compare_blind, name="compare_blind"),

@@ -336,7 +336,7 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
 @require_POST
 def conversation_fork(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Copy the active branch (up to ``upto``) into a new conversation and open it."""
-    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    conv = selectors.refuse_if_blind(selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id))
     upto = None
     if request.POST.get("upto"):
         upto = selectors.message_get_for_user(user=request.user, message_id=request.POST["upto"])
@@ -383,6 +383,7 @@ def message_edit_form(request: HttpRequest, message_id: str) -> HttpResponse:
 def message_inspect(request: HttpRequest, message_id: str) -> HttpResponse:
     """The request sent (key redacted) and the raw upstream events of one turn."""
     message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    selectors.refuse_if_blind(message.conversation)
     inspect = message.inspect or {}
     return render(request, "chat/inspect.html", {
         "message": message,
@@ -484,7 +485,7 @@ def conversation_code(request: HttpRequest, conversation_id: int) -> HttpRespons
     settings path as every action that starts a turn (``selectors.turn_preview_request``)."""
     from chat.codegen import snippets
 
-    conv = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    conv = selectors.refuse_if_blind(selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id))
     data = request.GET
     if any(k in data for k in (*forms.PARAM_FIELDS, *forms.OPTION_FIELDS, "model", "endpoint_id", "system_prompt")):
         # The panel's values, what it did not send taken from the conversation.

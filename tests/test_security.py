@@ -172,6 +172,7 @@ PARAMETERS = sorted({
     "schema_name", "schema_strict", "json_schema", "tools", "tool_choice", "logprobs",
     "top_logprobs", "session_id",
     "prompt", "texts", "encoding_format", "task", "language", "endpoint",  # modes (issue 14)
+    "v", "number", "blind", "choice", "rank_0", "rank_1", "rank_2",  # compare × prompts, rankings
 })
 
 

@@ -104,10 +104,46 @@ def prepare_send(
     settings = parse_lanes(user, data)
     plans = cs.compare_plan_send(user=user, conversation_id=conversation_id, turn_id=turn_id, content=content,
                                  settings=settings, runs=_runs(data), live_ids=live)
+    record_versions(user, data, plans)
     conversation = cs.compare_get_for_user(user=user, conversation_id=conversation_id)
     lanes = cs.lanes_of(conversation=conversation)
     announce = display.turn_started(conversation, lanes, plans[0].user_message, [p.assistant for p in plans])
     return plans, announce, (settings if not conversation.blind else {}), conversation.blind
+
+
+def record_versions(user: Any, data: dict[str, Any], plans: list[TurnPlan]) -> None:
+    """Set ``prompt_version_id`` on the unsaved rows of ``plans`` as the chat does: each lane's
+    answers get that lane's ``lanes[].prompt_version_id``, else the frame's ``prompt_version_id``;
+    the user message gets the frame's. Nothing is recorded without the frame's version (as in the
+    chat, only the send "Use in compare" makes claims the prompt). Versions the user may not see are
+    ignored (checked by chat.prompts.selectors.version_visible_id)."""
+    from chat.prompts.selectors import version_visible_id
+
+    cache: dict[Any, int | None] = {}
+
+    def visible(raw: Any) -> int | None:
+        if raw in (None, ""):
+            return None
+        if raw not in cache:
+            cache[raw] = version_visible_id(user=user, version_id=raw)
+        return cache[raw]
+
+    top = visible(data.get("prompt_version_id"))
+    if top is None:
+        return  # as in the chat: only the send that "Use in compare" makes records versions
+    per_lane: dict[int, int | None] = {}
+    for item in (data.get("lanes") if isinstance(data.get("lanes"), list) else [])[: cs.MAX_LANES]:
+        if isinstance(item, dict):
+            try:
+                per_lane[int(item.get("lane_id"))] = visible(item.get("prompt_version_id"))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                continue
+    for plan in plans:
+        for row in plan.rows:
+            if row.role == "assistant":
+                row.prompt_version_id = per_lane.get(plan.lane_id) or top
+            else:
+                row.prompt_version_id = top
 
 
 def prepare_retry(
@@ -142,7 +178,12 @@ def _lanes_frame(user: Any, conversation_id: int) -> tuple[str, list[uuid.UUID]]
 
 def _final_from_row(user: Any, conversation_id: int, mid: Any) -> str:
     m = cs.message_in_compare(user=user, conversation_id=conversation_id, message_id=mid)
-    return frames.final_full(frames.MessageView.from_row(m)) if m else ""
+    if m is None:
+        return ""
+    view = frames.MessageView.from_row(m)
+    if selectors.blind_pending(m.conversation):
+        view.snapshot = {}  # blind: no endpoint or model until the vote
+    return frames.final_full(view)
 
 
 class CompareConsumer(ConversationConsumer):

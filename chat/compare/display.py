@@ -226,6 +226,8 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
         "vote_winner": (cs.lane_label(lanes[vote.winner_position], vote.winner_position, blind=True)
                         if vote is not None and vote.winner_position is not None
                         and vote.winner_position < len(lanes) else ""),
+        "vote_ranking": [x.get("label", "?") for x in sorted(
+            (x for x in (vote.lanes or []) if x.get("rank")), key=lambda x: x["rank"])] if vote is not None else [],
         "table": turn_table(conversation, lanes, rows, user_msg, hidden),
         "chart": chart(conversation, lanes, rows, user_msg, hidden),
         "turn_number": (rows.users.index(user_msg) + 1) if user_msg is not None else 0, "turn_count": len(rows.users),
@@ -233,14 +235,20 @@ def summary_context(conversation: Conversation, lanes: list[Lane], rows: cs.Rows
     }
 
 
-def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, endpoints: list[Any], live: Any, *, oob: bool = False) -> str:
-    """The ``#lanes`` region (every lane: its settings and its answers)."""
+def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, endpoints: list[Any], live: Any, *,
+                 oob: bool = False, decorate: Any = None, request: Any = None) -> str:
+    """The ``#lanes`` region (every lane: its settings and its answers). ``decorate``: called
+    with the lane views before rendering (the prompt versions of each lane, chat.compare.prompt_views);
+    ``request``: renders the forms' CSRF tokens."""
     hidden = cs.settings_hidden(conversation=conversation, rows=rows)
+    views = lane_views(conversation, lanes, rows, live, hidden)
+    if decorate is not None:
+        decorate(views)
     return render_to_string("compare/page.html#lanes", {
-        "conversation": conversation, "lane_views": lane_views(conversation, lanes, rows, live, hidden),
+        "conversation": conversation, "lane_views": views,
         "endpoints": endpoints, "lanes_oob": oob, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES,
-    })
+    }, request=request)
 
 
 def turn_started(conversation: Conversation, lanes: list[Lane], user_msg: Message | None, answers: list[Message]) -> str:

@@ -17,10 +17,12 @@ from django.db import models
 class Vote(models.Model):
     """A user's verdict on one blind turn of a comparison.
 
-    ``choice``: ``"lane"`` (``winner_position`` won), ``"tie"`` or ``"both_bad"``. ``lanes``: a
-    snapshot of every lane at the vote: ``[{"lane_id", "position", "label", "message_id",
-    "settings": {endpoint_id, endpoint_name, api_style, base_url, model, system_prompt,
-    params}, "answer": str, "metrics": {...}}]``; ``prompt``: the user message's text.
+    ``choice``: ``"lane"`` (``winner_position`` won), ``"rank"`` (more than 2 lanes: each lane's
+    snapshot holds its ``rank``, 1 = best, equal ranks tie; ``winner_position`` is the first
+    place), ``"tie"`` or ``"both_bad"``. ``lanes``: a snapshot of every lane at the vote:
+    ``[{"lane_id", "position", "label", "message_id", "settings": {endpoint_id, endpoint_name,
+    api_style, base_url, model, system_prompt, params}, "answer": str, "metrics": {...},
+    "rank"?: int}]``; ``prompt``: the user message's text.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="compare_votes")

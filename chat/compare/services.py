@@ -190,12 +190,14 @@ def vote_create(
     winner_position: int | None, lanes: list[dict[str, Any]],
 ) -> Vote:
     """Store a blind vote on one turn (one per turn: a second vote replaces the first).
-    ``choice``: lane | tie | both_bad; ``lanes``: the snapshot described on :class:`Vote`."""
-    if choice not in ("lane", "tie", "both_bad"):
+    ``choice``: lane | rank | tie | both_bad (``rank``: each lane's snapshot holds its ``rank``,
+    1 = best, equal ranks tie; ``winner_position`` the first-ranked lane); ``lanes``: the
+    snapshot described on :class:`Vote`."""
+    if choice not in ("lane", "rank", "tie", "both_bad"):
         raise ValueError("Unknown choice.")
     vote, _ = Vote.objects.update_or_create(
         conversation=conversation, turn_id=user_message.turn_id,
-        defaults={"owner": user, "choice": choice, "winner_position": winner_position if choice == "lane" else None,
+        defaults={"owner": user, "choice": choice, "winner_position": winner_position if choice in ("lane", "rank") else None,
                   "prompt": user_message.content, "lanes": lanes},
     )
     return vote

@@ -29,10 +29,9 @@ from chat.turns import registry
 
 
 def _lanes_response(request: HttpRequest, conversation: Any) -> HttpResponse:
-    lanes = cs.lanes_of(conversation=conversation)
-    rows = cs.compare_rows(conversation=conversation)
-    endpoints = list(selectors.endpoint_list_for_user(user=request.user))
-    return HttpResponse(display.render_lanes(conversation, lanes, rows, endpoints, registry.live_view))
+    from chat.compare.prompt_views import lanes_response
+
+    return lanes_response(request, conversation)
 
 
 @require_safe
@@ -67,8 +66,11 @@ def compare_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
     rows = cs.compare_rows(conversation=conversation)
     endpoints = list(selectors.endpoint_list_for_user(user=request.user))
     models = sorted({m.get("id") for e in endpoints for m in (e.models_cache or []) if m.get("id")})
+    from chat.compare.prompt_views import decorate
+
+    views = display.lane_views(conversation, lanes, rows, registry.live_view)
     return render(request, "compare/page.html", {
-        "conversation": conversation, "lane_views": display.lane_views(conversation, lanes, rows, registry.live_view),
+        "conversation": conversation, "lane_views": views, **decorate(request, conversation, views),
         "endpoints": endpoints, "models": models, "lane_count": len(lanes), "max_lanes": cs.MAX_LANES,
         "min_lanes": cs.MIN_LANES, "max_runs": cs.MAX_RUNS, "turn_id": forms.new_turn_id(),
         "comparisons": cs.compare_list_for_user(user=request.user).exclude(title="")[:100],
@@ -115,7 +117,7 @@ def lane_action(request: HttpRequest, conversation_id: int, action: str) -> Http
 @require_POST
 def lane_continue(request: HttpRequest, conversation_id: int, lane_id: int) -> HttpResponse:
     """Continue a lane as a normal conversation (its settings and history copied)."""
-    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
     try:
         chat = csv_services.lane_continue_as_chat(conversation=conversation, lane_id=lane_id)
     except csv_services.LaneRefused as exc:
@@ -194,7 +196,7 @@ def _export_rows(conversation: Any) -> tuple[list[Any], Any]:
 @require_safe
 def compare_export_csv(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Every answer of the comparison as CSV: turn, lane, run, settings and figures."""
-    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
     lanes, rows = _export_rows(conversation)
     pos = {lane.pk: i for i, lane in enumerate(lanes)}
     buf = io.StringIO()
@@ -224,7 +226,7 @@ def _cell(text: str) -> str:
 @require_safe
 def compare_export_json(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """The whole comparison as JSON: lanes with settings, turns with every answer."""
-    conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
     lanes, rows = _export_rows(conversation)
     data = {
         "id": conversation.pk, "title": conversation.title, "blind": conversation.blind,
@@ -271,6 +273,7 @@ def compare_vote(request: HttpRequest, conversation_id: int) -> HttpResponse:
         return HttpResponse("Wait until every lane has answered.", status=400)
     choice = request.POST.get("choice", "")
     position = None
+    ranks: list[int] = []
     if choice.startswith("lane:"):
         choice, _, at = choice.partition(":")
         try:
@@ -279,17 +282,58 @@ def compare_vote(request: HttpRequest, conversation_id: int) -> HttpResponse:
             return HttpResponse("Pick a lane.", status=400)
         if not 0 <= position < len(lanes):
             return HttpResponse("Pick a lane.", status=400)
+    elif choice == "rank":
+        ranks = parse_ranking(request.POST, len(lanes))
+        if ranks is None:
+            return HttpResponse(f"Give every lane a place from 1 to {len(lanes)}.", status=400)
+        position = min(range(len(lanes)), key=lambda i: (ranks[i], i))
     elif choice not in ("tie", "both_bad"):
         return HttpResponse("Unknown choice.", status=400)
     snapshot = [{
         "lane_id": lane.pk, "position": i, "label": cs.lane_label(lane, i, blind=True),
         "message_id": str(a.pk), "settings": a.settings_snapshot, "answer": a.content, "status": a.status,
         "metrics": {k: (a.metrics or {}).get(k) for k in ("ttft_ms", "tokens_per_sec", "total_ms", "cost_usd")},
-        "usage": a.usage,
+        "usage": a.usage, **({"rank": ranks[i]} if choice == "rank" else {}),
     } for i, (lane, a) in enumerate(zip(lanes, answers, strict=True)) if a is not None]
     csv_services.vote_create(user=request.user, conversation=conversation, user_message=u, choice=choice,
                              winner_position=position, lanes=snapshot)
     return redirect("chat:compare", conversation_id=conversation.pk)
+
+
+def parse_ranking(data: Any, n: int) -> list[int] | None:
+    """``rank_0`` … ``rank_<n-1>`` (1 = best, 1..n; equal places are ties) → the places by lane
+    position, or None when one is missing or out of range. Only for more than 2 lanes."""
+    if n <= 2:
+        return None
+    out = []
+    for i in range(n):
+        raw = str(data.get(f"rank_{i}", ""))
+        if not raw.isdigit() or not 1 <= int(raw) <= n:
+            return None
+        out.append(int(raw))
+    return out
+
+
+def vote_games(keys: list[str], lanes: list[dict[str, Any]], choice: str, winner_position: int | None) -> list[tuple[str, str, float]]:
+    """The pairwise outcomes ``(a, b, score of a)`` one vote implies: a lane win beats every other
+    lane; a ranking (``rank`` in each lane's snapshot, 1 = best) is every pair ordered by place
+    (equal places: a tie, 0.5); a tie or "all bad" is a tie between every pair. Pairs of the same
+    model are left out."""
+    if choice == "rank" and all(isinstance(x.get("rank"), int) for x in lanes):
+        games = []
+        for i in range(len(lanes)):
+            for j in range(i + 1, len(lanes)):
+                if keys[i] == keys[j]:
+                    continue
+                ri, rj = lanes[i]["rank"], lanes[j]["rank"]
+                games.append((keys[i], keys[j], 1.0 if ri < rj else 0.0 if ri > rj else 0.5))
+        return games
+    if choice in ("lane", "rank") and winner_position is not None:
+        win = next((k for k, x in zip(keys, lanes, strict=True) if x.get("position") == winner_position), None)
+        if win is None:
+            return []
+        return [(win, k, 1.0) for k, x in zip(keys, lanes, strict=True) if x.get("position") != winner_position and k != win]
+    return [(a, b, 0.5) for i, a in enumerate(keys) for b in keys[i + 1:] if a != b]
 
 
 def model_key(settings_snapshot: dict[str, Any]) -> str:
@@ -298,8 +342,9 @@ def model_key(settings_snapshot: dict[str, Any]) -> str:
 
 
 def leaderboard_rows(votes: list[Any]) -> list[dict[str, Any]]:
-    """Rows of the leaderboard from votes: a lane win beats every other lane of that vote; a
-    tie or "both bad" is a tie between every pair. Per model: Bradley–Terry rating with its
+    """Rows of the leaderboard from votes (pairwise outcomes by :func:`vote_games`: a lane win
+    beats every other lane of that vote; a ranking counts every pair it orders; a tie or "both
+    bad" is a tie between every pair). Per model: Bradley–Terry rating with its
     95 % interval, wins, losses, ties, win rate, votes, median TTFT and tokens per second."""
     from chat.compare.stats import bradley_terry, percentile
 
@@ -317,14 +362,7 @@ def leaderboard_rows(votes: list[Any]) -> list[dict[str, Any]]:
                 d["ttft"].append(m["ttft_ms"])
             if m.get("tokens_per_sec") is not None:
                 d["tps"].append(m["tokens_per_sec"])
-        if v.choice == "lane" and v.winner_position is not None:
-            win = next((k for k, x in zip(keys, lanes, strict=True) if x.get("position") == v.winner_position), None)
-            if win is None:
-                continue
-            games += [(win, k, 1.0) for k, x in zip(keys, lanes, strict=True)
-                      if x.get("position") != v.winner_position and k != win]
-        else:
-            games += [(a, b, 0.5) for i, a in enumerate(keys) for b in keys[i + 1:] if a != b]
+        games += vote_games(keys, lanes, v.choice, v.winner_position)
     out = []
     for r in bradley_terry(games):
         d = seen.get(r.key, {"ttft": [], "tps": []})

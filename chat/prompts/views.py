@@ -201,7 +201,8 @@ def prompt_use(request: HttpRequest, prompt_id: int) -> HttpResponse:
 @require_POST
 def save_as_prompt(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """"Save as prompt" from a conversation the user owns (404 otherwise)."""
-    conversation = chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = chat_selectors.refuse_if_blind(
+        chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id))
     form = forms.SaveAsPromptForm(request.POST)
     if not form.is_valid():
         flash.error(request, "Give the prompt a valid name (letters, digits, spaces, _ . -).")

@@ -43,7 +43,8 @@ def share_list(request: HttpRequest) -> HttpResponse:
 def share_new(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Share the current branch of a conversation the user owns (404 otherwise). The page shows
     the link once (only its hash is stored)."""
-    conversation = chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = chat_selectors.refuse_if_blind(
+        chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id))
     try:
         _, raw = services.share_create(
             user=request.user, conversation=conversation, visibility=request.POST.get("visibility", "link"),
@@ -131,7 +132,8 @@ def conversation_export_json(request: HttpRequest, conversation_id: int) -> Http
 
     from chat.sharing import transfer
 
-    conversation = chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = chat_selectors.refuse_if_blind(
+        chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id))
     body = json.dumps(transfer.conversation_export(conversation=conversation), ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.json"'
@@ -142,7 +144,8 @@ def conversation_export_md(request: HttpRequest, conversation_id: int) -> HttpRe
     """Download the current branch of the user's conversation as Markdown."""
     from chat.sharing import transfer
 
-    conversation = chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    conversation = chat_selectors.refuse_if_blind(
+        chat_selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id))
     response = HttpResponse(transfer.conversation_markdown(conversation=conversation), content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.md"'
     return response

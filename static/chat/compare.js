@@ -11,7 +11,7 @@
       return (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16);
     });
   }
-  var FIELDS = ["endpoint_id", "model", "system_prompt", "temperature", "top_p", "max_tokens", "seed"];
+  var FIELDS = ["endpoint_id", "model", "system_prompt", "temperature", "top_p", "max_tokens", "seed", "prompt_version_id"];
   function lanes() {
     return Array.prototype.map.call(document.querySelectorAll("form.lane-form"), function (f) {
       var out = { lane_id: f.getAttribute("data-lane-id") };
