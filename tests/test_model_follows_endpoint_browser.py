@@ -71,5 +71,7 @@ def test_the_role_returns_to_user_after_a_prefill_send(server, page) -> None:  #
     pg.select_option("#role", "system")
     pg.fill("#content", "Be brief.")
     pg.click("#append")
-    pg.wait_for_selector(".msg-system")
+    # The page echoes the message at once; the composer resets when the server has it.
+    pg.wait_for_function("() => document.getElementById('content').value === ''")
     assert pg.input_value("#role") == "user"
+    assert "Be brief." in pg.inner_text(".msg-system")
