@@ -123,8 +123,10 @@ def test_every_page_runs_under_the_policy_without_a_violation(make_server, page)
     pg.press("#content", "Enter")
     pg.wait_for_selector(".msg-assistant.status-complete")
     pg.reload()
-    pg.click("form[data-confirm] button.danger")
-    pg.wait_for_url(re.compile(r".*/c/\d+/"))
+    before = pg.url
+    pg.click("#chat-head .conv-delete button")  # app.js: a toast with Undo, then the delete
+    pg.wait_for_selector(".toast button.undo")
+    pg.wait_for_url(lambda u: u != before, timeout=15_000)
     v.check("after delete")
     # Error pages, sign-up, login, lockout.
     pg.goto(server.url + "/no/such/page/")
@@ -165,6 +167,7 @@ def test_an_oversized_message_is_refused_with_a_reason_and_the_socket_stays(serv
     big = "x" * (1024 * 1024 + 10)
     pg.fill("#model", "sim-fast")
     pg.fill("#content", big)
+    pg.once("dialog", lambda d: d.accept())  # "this send would overflow the context window": yes
     pg.click("#send")
     pg.wait_for_selector("#notice.notice-error:has-text('Not sent')")
     text = pg.inner_text("#notice")
