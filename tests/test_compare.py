@@ -360,3 +360,60 @@ def test_owner_renames_and_deletes_a_comparison(alice) -> None:  # noqa: ANN001
     assert Lane.objects.filter(conversation_id=comparison.pk).count() == 0
     r = c.get("/compare/")  # no comparison left: the start page
     assert r.status_code == 200 and b"start-compare" in r.content
+
+
+@pytest.mark.django_db
+def test_share_a_comparison_as_a_secret_free_snapshot(alice, bob) -> None:  # noqa: ANN001
+    """Issue 13 "Sharing": a comparison shared as a read-only link: lanes and answers with
+    metrics, no key, header or URL; logged out it opens (public link); a second user cannot
+    share it; revoked, it is a 404 for everyone; a blind comparison cannot be shared before the
+    vote (it would reveal the models)."""
+    import re
+
+    from chat.models import Conversation
+    from chat.sharing.models import ShareLink
+
+    user, endpoint, comparison = alice
+    la, lb = cs.lanes_of(conversation=comparison)
+    for p in cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(),
+                                  content="Which is **faster**?", settings={}):
+        services.turn_commit(plan=p)
+    for m in Message.objects.filter(role="assistant", status="streaming"):
+        m.status, m.content = "complete", f"Lane {m.lane_id} says <script>alert(1)</script> **yes**"
+        m.metrics = {"ttft_ms": 12.0, "tokens_per_sec": 40.0}
+        m.save()
+    c = Client()
+    c.force_login(user)
+    assert client_for_bob(bob).post(f"/shares/new-compare/{comparison.pk}/", {"visibility": "link"}).status_code == 404
+    r = c.post(f"/shares/new-compare/{comparison.pk}/", {"visibility": "link"})
+    url = re.search(r"/s/[\w-]+/", r.content.decode())[0]
+    link = ShareLink.objects.get()
+    assert link.kind == "compare" and KEY not in str(link.snapshot) and fresh_base(endpoint) not in str(link.snapshot)
+    page = Client().get(url)  # logged out
+    body = page.content.decode()
+    assert page.status_code == 200 and "Which is <strong>faster</strong>?" in body
+    assert f"Lane {la.pk} says" in body and f"Lane {lb.pk} says" in body and "<strong>yes</strong>" in body
+    assert "<script>alert(1)</script>" not in body and "Be brief." in body and "12.0 ms" in body
+    assert KEY not in body and fresh_base(endpoint) not in body
+    ShareLink.objects.filter(pk=link.pk).update(revoked_at=timezone_now())  # revoked (as /shares/ does)
+    assert Client().get(url).status_code == 404 and c.get(url).status_code == 404
+    # Blind and not voted: refused (404), nothing created.
+    Conversation.objects.filter(pk=comparison.pk).update(blind=True)
+    assert c.post(f"/shares/new-compare/{comparison.pk}/", {"visibility": "link"}).status_code == 404
+    assert ShareLink.objects.count() == 1
+
+
+def client_for_bob(bob):  # noqa: ANN001, ANN201
+    c = Client()
+    c.force_login(bob)
+    return c
+
+
+def fresh_base(endpoint) -> str:  # noqa: ANN001
+    return endpoint.base_url.split("//", 1)[1]
+
+
+def timezone_now():  # noqa: ANN201
+    from django.utils import timezone
+
+    return timezone.now()

@@ -338,3 +338,33 @@ def test_blind_vote_then_reveal_stores_the_right_lanes_and_ranks_them(server, pa
     assert first.locator("td[data-col=win_rate]").inner_text() == "100 %"
     pg.screenshot(path=str(ROOT / "docs" / "leaderboard.png"))
     assert cid
+
+
+def test_share_a_comparison_and_open_it_logged_out(server, page, chromium) -> None:  # noqa: ANN001
+    """Issue 13 "Sharing" for a comparison: Share on the compare page makes a link whose
+    read-only page (opened in a fresh, logged-out browser context) shows every lane's answer
+    and settings, and no endpoint URL or key."""
+    pg = page
+    create_first_account(pg, server)
+    new_comparison(pg, server)
+    set_lane(pg, 0, FAST)
+    set_lane(pg, 1, FAST, temperature="0.7")
+    send(pg, "Share this comparison")
+    pg.wait_for_function(f"() => document.querySelectorAll('{LANE} .msg-assistant.status-complete').length === 2",
+                         timeout=30_000)
+    lane_texts = [answer_of(pg, 0), answer_of(pg, 1)]
+    pg.click("#share-compare summary")
+    pg.click("#share-compare button[type=submit]")
+    pg.wait_for_url("**/shares/**")
+    url = re.search(r"https?://[^\s\"<]+/s/[\w-]+/", pg.content())[0]
+    other = chromium.new_context()
+    try:
+        viewer = other.new_page()
+        viewer.goto(url)
+        viewer.wait_for_selector("#shared-compare")
+        shown = viewer.locator(".shared-answer .answer").all_inner_texts()
+        assert [t.strip() for t in shown] == [t.strip() for t in lane_texts]
+        body = viewer.content()
+        assert "temperature=0.7" in body and "/simulator/v1" not in body and "127.0.0.1" not in body
+    finally:
+        other.close()

@@ -126,6 +126,68 @@ def share_create_run(*, user: AbstractBaseUser, run: Any, grid: dict[str, Any], 
     return link, raw
 
 
+def compare_snapshot(*, conversation: Conversation, include_reasoning: bool) -> dict[str, Any]:
+    """The frozen, secret-free snapshot of a comparison: its lanes (label, endpoint name, API
+    style, model, system prompt, parameters: never keys, headers or URLs) and, per prompt, each
+    lane's shown answer (run 0) with its usage and metrics. Shape: ``{"format", "kind":
+    "compare", "title", "lanes": [{label, endpoint_name, api_style, model, system_prompt,
+    params}], "turns": [{"prompt", "answers": [{content, reasoning?, status, finish_reason,
+    usage, metrics} | None per lane]}], "created_at"}``."""
+    from chat.compare import selectors as compare_selectors
+
+    lanes = compare_selectors.lanes_of(conversation=conversation)
+    rows = compare_selectors.compare_rows(conversation=conversation)
+    turns = []
+    for u in rows.users[:MAX_SNAPSHOT_MESSAGES]:
+        answers: list[dict[str, Any] | None] = []
+        for lane in lanes:
+            a = rows.shown.get((u.pk, lane.pk))
+            if a is None:
+                answers.append(None)
+                continue
+            item: dict[str, Any] = {
+                "content": a.content, "status": a.status, "finish_reason": a.finish_reason,
+                "usage": {k: v for k, v in (a.usage or {}).items() if isinstance(v, (int, float))},
+                "metrics": {k: (a.metrics or {}).get(k) for k in _METRIC_KEYS},
+            }
+            if include_reasoning and a.reasoning:
+                item["reasoning"] = a.reasoning
+            answers.append(item)
+        turns.append({"prompt": u.content, "answers": answers})
+    return {
+        "format": FORMAT, "kind": "compare", "title": conversation.title or "Comparison",
+        "lanes": [{
+            "label": lane.label or f"Lane {i + 1}", "endpoint_name": lane.endpoint.name if lane.endpoint else "",
+            "api_style": lane.endpoint.api_style if lane.endpoint else "", "model": lane.model,
+            "system_prompt": lane.system_prompt, "params": dict(lane.params or {}),
+        } for i, lane in enumerate(lanes)],
+        "turns": turns, "created_at": timezone.now().isoformat(),
+    }
+
+
+def share_create_compare(
+    *, user: AbstractBaseUser, conversation: Conversation, visibility: str, include_reasoning: bool, expires: str = ""
+) -> tuple[ShareLink, str]:
+    """A link to a snapshot of a comparison ``user`` owns (the caller checked ownership and
+    that a blind comparison has been voted on). Returns the row and the raw token. Raises
+    ValueError like :func:`share_create`."""
+    if visibility not in ShareVisibility.values:
+        raise ValueError("Unknown visibility.")
+    if visibility == ShareVisibility.LINK and not public_links_allowed():
+        raise ValueError("Public links are switched off on this site; share with signed-in users.")
+    if expires not in EXPIRY_CHOICES:
+        raise ValueError("Unknown expiry.")
+    delta = EXPIRY_CHOICES[expires]
+    raw = secrets.token_urlsafe(24)
+    snap = compare_snapshot(conversation=conversation, include_reasoning=include_reasoning)
+    link = ShareLink.objects.create(
+        owner=user, kind="compare", title=snap["title"][:200], token_hash=token_hash(raw), snapshot=snap,
+        visibility=visibility, include_reasoning=include_reasoning,
+        expires_at=timezone.now() + delta if delta else None,
+    )
+    return link, raw
+
+
 def share_resolve(*, raw: str) -> ShareLink | None:
     """The link of a raw token (any state), or None."""
     if not raw or len(raw) > 100:

@@ -71,6 +71,24 @@ def share_new_run(request: HttpRequest, run_id: int) -> HttpResponse:
     return _list(request, new_url=request.build_absolute_uri(reverse("sharing:view", args=[raw])))
 
 
+@require_POST
+def share_new_compare(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Share a comparison the user owns (404 otherwise, and while a blind one awaits its vote)
+    as a frozen snapshot of its lanes and answers."""
+    from chat.compare import selectors as compare_selectors
+
+    conversation = chat_selectors.refuse_if_blind(
+        compare_selectors.compare_get_for_user(user=request.user, conversation_id=conversation_id))
+    try:
+        _, raw = services.share_create_compare(
+            user=request.user, conversation=conversation, visibility=request.POST.get("visibility", "link"),
+            include_reasoning=request.POST.get("include_reasoning") == "on", expires=request.POST.get("expires", ""),
+        )
+    except ValueError as exc:
+        return _list(request, error=str(exc))
+    return _list(request, new_url=request.build_absolute_uri(reverse("sharing:view", args=[raw])))
+
+
 def _gone(request: HttpRequest, state: str) -> HttpResponse:
     response = render(request, "sharing/gone.html", {"state": state}, status=404)
     response["Referrer-Policy"] = "same-origin"  # no referrer to external links; forms keep their Origin
@@ -99,6 +117,16 @@ def share_view(request: HttpRequest, token: str) -> HttpResponse:
     snap = link.snapshot
     if link.kind == "run":
         response = render(request, "sharing/view_run.html", {"link": link, "snap": snap})
+        response["Referrer-Policy"] = "same-origin"
+        return response
+    if link.kind == "compare":
+        turns = [{"prompt_html": mark_safe(rendering.render_markdown(t.get("prompt", ""))),  # noqa: S308
+                  "answers": [None if a is None else {
+                      **a, "html": mark_safe(rendering.render_markdown(a.get("content", ""))),  # noqa: S308
+                      "reasoning_html": mark_safe(rendering.render_markdown(a.get("reasoning", "")))}  # noqa: S308
+                      for a in t.get("answers") or []]}
+                 for t in snap.get("turns") or []]
+        response = render(request, "sharing/view_compare.html", {"link": link, "snap": snap, "turns": turns})
         response["Referrer-Policy"] = "same-origin"
         return response
     messages: list[dict[str, Any]] = []
