@@ -81,3 +81,35 @@ def test_modes_and_prompt_forms_offer_the_team_endpoint_to_a_member_only(world) 
     member_choices = dict(PromptForm(user=world["member"]).fields["endpoint_id"].choices)
     stranger_choices = dict(PromptForm(user=stranger).fields["endpoint_id"].choices)
     assert ep.pk in member_choices and ep.pk not in stranger_choices
+
+
+def test_a_team_share_link_opens_for_members_only(world) -> None:  # noqa: ANN001
+    """Issue 13 × 12: a share link for "members of <team>": a member opens it, a non-member
+    signed in gets the link's 404 page, a logged-out visitor is sent to log in, and a member
+    removed from the team loses it at once; a team the author is not in is refused."""
+    import re
+
+    from django.test import Client
+
+    from chat.sharing.models import ShareLink
+
+    owner, member, team = world["owner"], world["member"], world["team"]
+    stranger = User.objects.create_user("sam", password="x")
+    conv = services.conversation_create(user=owner)
+    c = Client()
+    c.force_login(owner)
+    other_team = team_services.team_create(user=stranger, name="Other")
+    assert "Unknown visibility" in c.post(f"/shares/new/{conv.pk}/", {"visibility": f"team:{other_team.pk}"}).content.decode()
+    page = c.get(f"/c/{conv.pk}/").content.decode()
+    assert f'<option value="team:{team.pk}">members of Research</option>' in page
+    r = c.post(f"/shares/new/{conv.pk}/", {"visibility": f"team:{team.pk}"})
+    url = re.search(r"/s/[\w-]+/", r.content.decode())[0]
+    assert ShareLink.objects.get().team_id == team.pk
+    m, s = Client(), Client()
+    m.force_login(member)
+    s.force_login(stranger)
+    assert m.get(url).status_code == 200
+    assert s.get(url).status_code == 404
+    assert Client().get(url).status_code == 302  # to the login page
+    team_services.member_remove(membership=Membership.objects.get(user=member))
+    assert m.get(url).status_code == 404

@@ -10,7 +10,7 @@ from django.utils import timezone
 class ShareVisibility(models.TextChoices):
     LINK = "link", "Anyone with the link"
     SITE = "site", "Signed-in users of this site"
-    # TEAM = "team", "Team members"  -- added by the teams work
+    TEAM = "team", "Members of a team"
 
 
 class ShareLink(models.Model):
@@ -25,6 +25,8 @@ class ShareLink(models.Model):
     token_hash = models.CharField(max_length=64, unique=True)
     snapshot = models.JSONField(default=dict)
     visibility = models.CharField(max_length=10, choices=ShareVisibility.choices, default=ShareVisibility.LINK)
+    # With visibility "team": only signed-in members of this team may open the link.
+    team = models.ForeignKey("chat.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="share_links")
     include_reasoning = models.BooleanField(default=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -34,6 +34,37 @@ def public_links_allowed() -> bool:
     return bool(getattr(settings, "PLAYGROUND_PUBLIC_SHARE_LINKS", True))
 
 
+def share_visibility(*, user: AbstractBaseUser, raw: str) -> tuple[str, int | None]:
+    """``(visibility, team_id)`` of a share form's choice: ``link``, ``site`` or ``team:<id>`` of
+    a team ``user`` is a member of. Raises ValueError for anything else, and for ``link`` when
+    the admin forbids public links."""
+    if raw == ShareVisibility.LINK and not public_links_allowed():
+        raise ValueError("Public links are switched off on this site; share with signed-in users.")
+    if raw in (ShareVisibility.LINK, ShareVisibility.SITE):
+        return raw, None
+    kind, _, team_id = (raw or "").partition(":")
+    if kind == ShareVisibility.TEAM and team_id.isdigit():
+        from chat.teams.selectors import teams_for_user
+
+        if teams_for_user(user=user).filter(pk=int(team_id)).exists():
+            return ShareVisibility.TEAM, int(team_id)
+    raise ValueError("Unknown visibility.")
+
+
+def share_can_open(*, user: AbstractBaseUser, link: ShareLink) -> bool:
+    """Whether ``user`` may open an active ``link`` by its visibility: anyone (``link``, when
+    public links are allowed), signed-in users (``site``), members of its team now (``team``)."""
+    if link.visibility == ShareVisibility.LINK and public_links_allowed():
+        return True
+    if not getattr(user, "is_authenticated", False):
+        return False
+    if link.visibility == ShareVisibility.TEAM:
+        from chat.teams.selectors import teams_for_user
+
+        return teams_for_user(user=user).filter(pk=link.team_id).exists()
+    return True
+
+
 def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
@@ -71,10 +102,7 @@ def share_create(
     """A link to a snapshot of ``conversation`` (which ``user`` owns: the caller checked).
     Returns the row and the raw token (shown once). Raises ValueError for a public link when
     the admin forbids them, or an unknown expiry."""
-    if visibility not in ShareVisibility.values:
-        raise ValueError("Unknown visibility.")
-    if visibility == ShareVisibility.LINK and not public_links_allowed():
-        raise ValueError("Public links are switched off on this site; share with signed-in users.")
+    visibility, team_id = share_visibility(user=user, raw=visibility)
     if expires not in EXPIRY_CHOICES:
         raise ValueError("Unknown expiry.")
     delta = EXPIRY_CHOICES[expires]
@@ -82,7 +110,7 @@ def share_create(
     link = ShareLink.objects.create(
         owner=user, kind="conversation", title=(conversation.title or "Untitled")[:200], token_hash=token_hash(raw),
         snapshot=conversation_snapshot(conversation=conversation, include_reasoning=include_reasoning),
-        visibility=visibility, include_reasoning=include_reasoning,
+        visibility=visibility, team_id=team_id, include_reasoning=include_reasoning,
         expires_at=timezone.now() + delta if delta else None,
     )
     return link, raw
@@ -110,10 +138,7 @@ def run_snapshot(*, grid: dict[str, Any], run: Any) -> dict[str, Any]:
 def share_create_run(*, user: AbstractBaseUser, run: Any, grid: dict[str, Any], visibility: str, expires: str = "") -> tuple[ShareLink, str]:
     """A link to a snapshot of a test-set run ``user`` owns (the caller checked). Returns the
     row and the raw token. Raises ValueError like :func:`share_create`."""
-    if visibility not in ShareVisibility.values:
-        raise ValueError("Unknown visibility.")
-    if visibility == ShareVisibility.LINK and not public_links_allowed():
-        raise ValueError("Public links are switched off on this site; share with signed-in users.")
+    visibility, team_id = share_visibility(user=user, raw=visibility)
     if expires not in EXPIRY_CHOICES:
         raise ValueError("Unknown expiry.")
     delta = EXPIRY_CHOICES[expires]
@@ -121,7 +146,7 @@ def share_create_run(*, user: AbstractBaseUser, run: Any, grid: dict[str, Any], 
     snap = run_snapshot(grid=grid, run=run)
     link = ShareLink.objects.create(
         owner=user, kind="run", title=snap["title"][:200], token_hash=token_hash(raw), snapshot=snap,
-        visibility=visibility, expires_at=timezone.now() + delta if delta else None,
+        visibility=visibility, team_id=team_id, expires_at=timezone.now() + delta if delta else None,
     )
     return link, raw
 
@@ -171,10 +196,7 @@ def share_create_compare(
     """A link to a snapshot of a comparison ``user`` owns (the caller checked ownership and
     that a blind comparison has been voted on). Returns the row and the raw token. Raises
     ValueError like :func:`share_create`."""
-    if visibility not in ShareVisibility.values:
-        raise ValueError("Unknown visibility.")
-    if visibility == ShareVisibility.LINK and not public_links_allowed():
-        raise ValueError("Public links are switched off on this site; share with signed-in users.")
+    visibility, team_id = share_visibility(user=user, raw=visibility)
     if expires not in EXPIRY_CHOICES:
         raise ValueError("Unknown expiry.")
     delta = EXPIRY_CHOICES[expires]
@@ -182,7 +204,7 @@ def share_create_compare(
     snap = compare_snapshot(conversation=conversation, include_reasoning=include_reasoning)
     link = ShareLink.objects.create(
         owner=user, kind="compare", title=snap["title"][:200], token_hash=token_hash(raw), snapshot=snap,
-        visibility=visibility, include_reasoning=include_reasoning,
+        visibility=visibility, team_id=team_id, include_reasoning=include_reasoning,
         expires_at=timezone.now() + delta if delta else None,
     )
     return link, raw

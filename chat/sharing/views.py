@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from chat import rendering
 from chat import selectors as chat_selectors
 from chat.sharing import services
-from chat.sharing.models import ShareLink, ShareVisibility
+from chat.sharing.models import ShareLink
 
 
 def _list(request: HttpRequest, *, new_url: str | None = None, error: str = "") -> HttpResponse:
@@ -101,10 +101,10 @@ def _resolve(request: HttpRequest, token: str) -> tuple[ShareLink | None, HttpRe
         return None, _gone(request, "missing")
     if link.state != "active":
         return None, _gone(request, link.state)
-    if link.visibility == ShareVisibility.LINK and not services.public_links_allowed() and not request.user.is_authenticated:
-        return None, redirect_to_login(request.get_full_path())
-    if link.visibility != ShareVisibility.LINK and not request.user.is_authenticated:
-        return None, redirect_to_login(request.get_full_path())
+    if not services.share_can_open(user=request.user, link=link):
+        if not request.user.is_authenticated:
+            return None, redirect_to_login(request.get_full_path())
+        return None, _gone(request, "missing")  # a team link, and not (or no longer) a member
     return link, None
 
 

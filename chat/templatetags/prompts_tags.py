@@ -24,4 +24,19 @@ def prompt_chat_tools(context: Any, conversation: Any) -> dict[str, Any]:
         use = pending.pop(str(conversation.pk), None)
         if use is not None:
             request.session[SESSION_USE_KEY] = pending
-    return {"conversation": conversation, "use": use, "csrf_token": context.get("csrf_token")}
+    return {"conversation": conversation, "use": use, "csrf_token": context.get("csrf_token"),
+            "user": getattr(request, "user", None)}
+
+
+@register.simple_tag
+def share_team_options(user: Any) -> str:
+    """``<option value="team:<id>">members of <team></option>`` for each team ``user`` is in
+    (share forms: a link only that team's members may open)."""
+    from django.utils.html import format_html_join
+
+    from chat.teams.selectors import teams_for_user
+
+    if not getattr(user, "is_authenticated", False):
+        return ""
+    return format_html_join("", '<option value="team:{}">members of {}</option>',
+                            ((t.pk, t.name) for t in teams_for_user(user=user)))
