@@ -85,6 +85,9 @@ def test_snapshot_is_frozen_secret_free_and_sanitized(alice, bob) -> None:  # no
     assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
     assert 'rel="noopener noreferrer nofollow"' in html
     assert "llm.internal.example" not in html and "Continue as a copy" not in html
+    # The snapshot's messages are not the page's flash messages (base.html lists `messages`):
+    # no Python dict of a message, and no flash list at all.
+    assert "{&#x27;role&#x27;" not in html and "{'role'" not in html and 'class="flash"' not in html
     # Frozen: later messages do not appear.
     Message.objects.filter(conversation=conv, role="user").update(content="changed later")
     assert "changed later" not in anon.get(f"/s/{token}/").content.decode()

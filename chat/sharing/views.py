@@ -134,7 +134,7 @@ def share_view(request: HttpRequest, token: str) -> HttpResponse:
         # The chat page's sanitizer (markdown-it + nh3) for everything a model or user wrote.
         messages.append({**m, "html": mark_safe(rendering.render_markdown(m.get("content", ""))),  # noqa: S308
                          "reasoning_html": mark_safe(rendering.render_markdown(m.get("reasoning", "")))})  # noqa: S308
-    response = render(request, "sharing/view.html", {"link": link, "snap": snap, "messages": messages, "token": token})
+    response = render(request, "sharing/view.html", {"link": link, "snap": snap, "shared_messages": messages, "token": token})
     response["Referrer-Policy"] = "same-origin"  # no referrer to external links; forms keep their Origin
     return response
 
