@@ -417,3 +417,27 @@ def timezone_now():  # noqa: ANN201
     from django.utils import timezone
 
     return timezone.now()
+
+
+@pytest.mark.django_db
+def test_blind_mode_after_a_turn_starts_a_new_comparison_with_the_same_lanes(alice) -> None:  # noqa: ANN001
+    """Switching blind on after answers exist would show which letter is which lane: it opens a
+    new blind comparison with the same lanes instead; on an empty comparison it switches."""
+    user, endpoint, comparison = alice
+    c = Client()
+    c.force_login(user)
+    for p in cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content="Q",
+                                  settings={}):
+        services.turn_commit(plan=p)
+    r = c.post(f"/compare/{comparison.pk}/blind/", {"blind": "on"})
+    new_id = int(r["Location"].rstrip("/").split("/")[-1])
+    assert new_id != comparison.pk
+    comparison.refresh_from_db()
+    fresh = cs.compare_get_for_user(user=user, conversation_id=new_id)
+    assert not comparison.blind and fresh.blind and not fresh.messages.exists()
+    old = sorted((la.model, la.system_prompt) for la in cs.lanes_of(conversation=comparison))
+    assert sorted((la.model, la.system_prompt) for la in cs.lanes_of(conversation=fresh)) == old
+    # An empty comparison switches in place.
+    r = c.post(f"/compare/{new_id}/blind/", {"blind": "off"})
+    r = c.post(f"/compare/{new_id}/blind/", {"blind": "on"})
+    assert r["Location"].rstrip("/").endswith(str(new_id))

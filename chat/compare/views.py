@@ -252,7 +252,16 @@ def compare_export_json(request: HttpRequest, conversation_id: int) -> HttpRespo
 def compare_blind(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Blind mode on (lanes shuffled, shown as A, B, … until the vote) or off (``blind``)."""
     conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
-    csv_services.compare_set_blind(conversation=conversation, blind=request.POST.get("blind") == "on")
+    blind = request.POST.get("blind") == "on"
+    if blind and not conversation.blind and conversation.messages.exists():
+        # Earlier answers would show which letter is which lane: blind starts afresh, same lanes.
+        fresh = csv_services.compare_create(
+            user=request.user, lanes=[cs.lane_settings(lane) for lane in cs.lanes_of(conversation=conversation)])
+        csv_services.compare_set_blind(conversation=fresh, blind=True)
+        flash.info(request, "Blind mode started a new comparison with the same lanes (the earlier answers "
+                               "would have shown which lane is which).")
+        return redirect("chat:compare", conversation_id=fresh.pk)
+    csv_services.compare_set_blind(conversation=conversation, blind=blind)
     return redirect("chat:compare", conversation_id=conversation.pk)
 
 
