@@ -368,3 +368,15 @@ def test_share_a_comparison_and_open_it_logged_out(server, page, chromium) -> No
         assert "temperature=0.7" in body and "/simulator/v1" not in body and "127.0.0.1" not in body
     finally:
         other.close()
+
+
+def test_a_lane_header_follows_its_form(server, page) -> None:  # noqa: ANN001
+    """The lane's header shows the label and model being typed, before any save or reload."""
+    pg = page
+    create_first_account(pg, server)
+    new_comparison(pg, server)
+    pg.fill(f"{lane(0)} input[name=model]", "sim-fast?length=8")
+    pg.eval_on_selector(f"{lane(0)} input[name=label]", "e => { const d = e.closest('details'); if (d) d.open = true; }")
+    pg.fill(f"{lane(0)} input[name=label]", "Fast one")
+    assert pg.inner_text(f"{lane(0)} .lane-head .lane-model") == "sim-fast?length=8"
+    assert pg.inner_text(f"{lane(0)} .lane-head .lane-label") == "Fast one"

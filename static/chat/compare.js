@@ -79,6 +79,19 @@
     var n = document.getElementById("notice");
     if (n) { n.textContent = "Lane not saved: " + (e.detail.xhr.responseText || "").slice(0, 300); n.className = "notice notice-error"; }
   });
+  // The lane's header follows its form as it is edited (label and model), before any save.
+  document.addEventListener("input", function (e) {
+    var form = e.target.closest && e.target.closest("form.lane-form");
+    var lane = form && form.closest("section.lane");
+    if (!lane) return;
+    if (e.target.name === "model") {
+      var m = lane.querySelector(".lane-head .lane-model");
+      if (m) m.textContent = e.target.value;
+    } else if (e.target.name === "label") {
+      var l = lane.querySelector(".lane-head .lane-label");
+      if (l) l.textContent = e.target.value || e.target.placeholder;
+    }
+  });
   // Each pager says how many runs finished, and which wait for a slot (their queue positions).
   function runStates() {
     document.querySelectorAll(".run-pager").forEach(function (pager) {
