@@ -28,6 +28,11 @@ from chat.compare import services as csv_services
 from chat.turns import registry
 
 
+def _refuse(message: str) -> HttpResponse:
+    """A 400 whose body is plain text (shown by compare.js with textContent; never parsed as
+    HTML, even when it repeats a form error that quotes the user's input)."""
+    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+
 def _lanes_response(request: HttpRequest, conversation: Any) -> HttpResponse:
     from chat.compare.prompt_views import lanes_response
 
@@ -145,10 +150,10 @@ def lane_save(request: HttpRequest, conversation_id: int, lane_id: int) -> HttpR
     try:
         style = selectors.endpoint_usable_get_for_user(user=request.user, endpoint_id=data.get("endpoint_id")).api_style
     except Http404:
-        return HttpResponse("No such endpoint.", status=400)
+        return _refuse("No such endpoint.")
     form = forms.TurnSettingsForm(data, api_style=style)
     if not form.is_valid():
-        return HttpResponse("; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()), status=400)
+        return _refuse("; ".join(k + ": " + " ".join(v) for k, v in form.errors.items()))
     c = form.cleaned_data
     try:
         csv_services.lane_save(
@@ -271,15 +276,15 @@ def compare_vote(request: HttpRequest, conversation_id: int) -> HttpResponse:
     page then shows who was who. 400 when the turn is not finished or the choice is unknown."""
     conversation = cs.compare_get_for_user(user=request.user, conversation_id=conversation_id)
     if not conversation.blind:
-        return HttpResponse("This comparison is not blind.", status=400)
+        return _refuse("This comparison is not blind.")
     lanes = cs.lanes_of(conversation=conversation)
     rows = cs.compare_rows(conversation=conversation)
     if not rows.users:
-        return HttpResponse("Nothing to vote on yet.", status=400)
+        return _refuse("Nothing to vote on yet.")
     u = rows.users[-1]
     answers = [rows.shown.get((u.pk, lane.pk)) for lane in lanes]
     if any(a is None or a.status == "streaming" for a in answers):
-        return HttpResponse("Wait until every lane has answered.", status=400)
+        return _refuse("Wait until every lane has answered.")
     choice = request.POST.get("choice", "")
     position = None
     ranks: list[int] = []
@@ -288,16 +293,16 @@ def compare_vote(request: HttpRequest, conversation_id: int) -> HttpResponse:
         try:
             position = int(at)
         except ValueError:
-            return HttpResponse("Pick a lane.", status=400)
+            return _refuse("Pick a lane.")
         if not 0 <= position < len(lanes):
-            return HttpResponse("Pick a lane.", status=400)
+            return _refuse("Pick a lane.")
     elif choice == "rank":
         ranks = parse_ranking(request.POST, len(lanes))
         if ranks is None:
-            return HttpResponse(f"Give every lane a place from 1 to {len(lanes)}.", status=400)
+            return _refuse("Give every lane a place from 1 to " + str(len(lanes)) + ".")
         position = min(range(len(lanes)), key=lambda i: (ranks[i], i))
     elif choice not in ("tie", "both_bad"):
-        return HttpResponse("Unknown choice.", status=400)
+        return _refuse("Unknown choice.")
     snapshot = [{
         "lane_id": lane.pk, "position": i, "label": cs.lane_label(lane, i, blind=True),
         "message_id": str(a.pk), "settings": a.settings_snapshot, "answer": a.content, "status": a.status,
