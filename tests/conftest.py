@@ -339,3 +339,19 @@ def write_counter(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
 
 def dump(obj: object) -> str:
     return json.dumps(obj, indent=1, default=str)
+
+
+@pytest.fixture
+def alice(db):  # noqa: ANN001, ANN201
+    """The owner in authorization tests (a module may define its own ``alice``)."""
+    from chat import services
+    from tests.accounts import PASSWORD
+    return services.user_create(username="alice", password=PASSWORD)
+
+
+@pytest.fixture
+def bob(db):  # noqa: ANN001, ANN201
+    """The second user: must get 404s and refusals for alice's objects."""
+    from chat import services
+    from tests.accounts import PASSWORD
+    return services.user_create(username="bob", password=PASSWORD)

@@ -7,40 +7,16 @@ from __future__ import annotations
 import json
 import uuid
 
-import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 
-from chat import middleware, services
+from chat import services
 from chat.models import Attachment, Conversation, Message
 from chat.sharing import transfer
+from tests.accounts import PASSWORD, client_for, fast_accounts  # noqa: F401
 
-PASSWORD = "correct-horse-battery-9"
 PNG = b"\x89PNG\r\n\x1a\nfake-png-bytes"
 
 
-@pytest.fixture(autouse=True)
-def _setup(settings) -> None:  # noqa: ANN001
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    middleware.reset_cache()
-    yield
-    middleware.reset_cache()
-
-
-@pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="bob", password=PASSWORD)
-
-
-def client_for(user) -> Client:  # noqa: ANN001
-    c = Client()
-    c.force_login(user)
-    return c
 
 
 def branched(user) -> Conversation:  # noqa: ANN001

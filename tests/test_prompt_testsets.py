@@ -9,37 +9,12 @@ import uuid
 import pytest
 from django.test import Client
 
-from chat import middleware, services
+from chat import services
 from chat.models import Conversation, Message
 from chat.prompts import checks, testsets
 from chat.prompts import services as psvc
 from chat.prompts.models import Prompt, TestRun, TestRunCell, TestSet
-
-PASSWORD = "correct-horse-battery-9"
-
-
-@pytest.fixture(autouse=True)
-def _setup(settings) -> None:  # noqa: ANN001
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    middleware.reset_cache()
-    yield
-    middleware.reset_cache()
-
-
-@pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="bob", password=PASSWORD)
-
-
-def client_for(user) -> Client:  # noqa: ANN001
-    c = Client()
-    c.force_login(user)
-    return c
+from tests.accounts import PASSWORD, client_for, fast_accounts  # noqa: F401
 
 
 def make_prompt(user) -> Prompt:  # noqa: ANN001

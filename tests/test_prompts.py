@@ -6,41 +6,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from django.test import Client
 
-from chat import middleware, services
+from chat import services
 from chat.models import Conversation, Message
 from chat.prompts import selectors as psel
 from chat.prompts import services as psvc
 from chat.prompts import variables
 from chat.prompts.models import ApiToken, Prompt, PromptLabel, PromptLabelMove, PromptVersion
-
-PASSWORD = "correct-horse-battery-9"
-
-
-@pytest.fixture(autouse=True)
-def _setup(settings) -> None:  # noqa: ANN001
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    middleware.reset_cache()
-    yield
-    middleware.reset_cache()
-
-
-@pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="bob", password=PASSWORD)
-
-
-def client_for(user) -> Client:  # noqa: ANN001
-    c = Client()
-    c.force_login(user)
-    return c
+from tests.accounts import PASSWORD, client_for, fast_accounts  # noqa: F401
 
 
 def post_prompt(c: Client, url: str, *, name: str = "greeter", system: str = "You greet {{name}}.",
