@@ -173,8 +173,10 @@ def chart(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg
           hidden: bool = False) -> dict[str, Any]:
     """Geometry of the cumulative completion tokens vs ms since send chart: one polyline per
     lane from its shown answer's ``metrics.timings`` (a step from 0 at TTFT), axes with 5 ticks.
-    ``{"w", "h", "lines": [{"label", "cls", "points": [(x, y)…], "end": (x, y)}], "xticks",
-    "yticks", "empty"}``."""
+    ``{"w", "h", "lines": [{"label", "cls", "points": [(x, y)…], "end": (x, y), "marker_r"}],
+    "xticks", "yticks", "empty"}``. Lines of equal lanes coincide, so each lane also has its own
+    dash pattern (compare.css) and an end marker whose radius shrinks with the lane index (an
+    earlier lane's marker shows as a ring around a later one's)."""
     series = []
     for i, lane in enumerate(lanes):
         m = rows.shown.get((user_msg.pk, lane.pk)) if user_msg is not None else None
@@ -193,7 +195,7 @@ def chart(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, user_msg
             continue
         path = [xy(pts[0][0], 0.0)] + [xy(a, b) for a, b in pts]
         lines.append({"label": cs.lane_label(lane, i, blind=hidden), "cls": f"lane-c{i}",
-                      "points": path, "end": path[-1]})
+                      "points": path, "end": path[-1], "marker_r": 5.5 - 0.6 * (i % 6)})
     xticks = [{"x": xy(max_x * t / 4, 0)[0], "label": fmt("x_ms", max_x * t / 4)} for t in range(5)]
     yticks = [{"y": xy(0, max_y * t / 4)[1], "label": f"{max_y * t / 4:g}"} for t in range(5)]
     return {"w": CHART_W, "h": CHART_H, "lines": lines, "xticks": xticks, "yticks": yticks, "empty": not lines,
