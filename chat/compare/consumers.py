@@ -108,6 +108,10 @@ def prepare_send(
     conversation = cs.compare_get_for_user(user=user, conversation_id=conversation_id)
     lanes = cs.lanes_of(conversation=conversation)
     announce = display.turn_started(conversation, lanes, plans[0].user_message, [p.assistant for p in plans])
+    if plans[0].title_changed:  # the first send names the comparison: list it (and head it) at once
+        listed = [c for c in cs.compare_list_for_user(user=user).exclude(title="")[:99] if c.pk != conversation_id]
+        conversation.title = plans[0].title
+        announce += display.compare_list([conversation, *listed], current_id=conversation_id)
     return plans, announce, (settings if not conversation.blind else {}), conversation.blind
 
 

@@ -253,6 +253,13 @@ def render_lanes(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, e
     }, request=request)
 
 
+def compare_list(comparisons: list[Conversation], *, current_id: int) -> str:
+    """The sidebar's list of comparisons as an out-of-band swap (after the first send titled
+    this one); compare.js then shows the title in the page head."""
+    return render_to_string("compare/page.html#compare-list",
+                            {"comparisons": comparisons, "current_id": current_id, "oob": True})
+
+
 def turn_started(conversation: Conversation, lanes: list[Lane], user_msg: Message | None, answers: list[Message]) -> str:
     """Append, in each lane's column, the user message and that lane's answer skeletons (in
     blind mode without their endpoint and model)."""

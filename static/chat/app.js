@@ -501,7 +501,9 @@
     var box = document.getElementById("ctx-meter");
     if (!box) return;
     var model = (document.getElementById("model") || {}).value || "";
-    var opt = document.querySelector('#model-list option[value="' + CSS.escape(model) + '"]');
+    var listed = function (id) { return document.querySelector('#model-list option[value="' + CSS.escape(id) + '"]:not([data-scenario])'); };
+    // A simulator scenario id ("sim-fast?fault=429") has its base model's context length.
+    var opt = listed(model) || (model.indexOf("?") > 0 ? listed(model.slice(0, model.indexOf("?"))) : null);
     var ctx = opt ? parseInt(opt.dataset.context || "0", 10) : 0;
     var chars = parseInt(box.dataset.promptChars || "0", 10) + ((document.getElementById("content") || {}).value || "").length;
     var prompt = Math.ceil(chars / 4);
@@ -544,7 +546,9 @@
     if (!model || !hint) return;
     var ids = modelIds(), v = model.value.trim(), msg = "";
     if (!v) msg = ids.length ? "Pick a model from this endpoint's list." : "Type the model id.";
-    else if (ids.length && ids.indexOf(v) < 0) msg = "“" + v + "” is not in this endpoint's model list.";
+    // The simulator takes options after "?" on any listed model ("sim-fast?fault=429").
+    var base = v.indexOf("?") > 0 && document.querySelector("#model-list option[data-scenario]") ? v.slice(0, v.indexOf("?")) : v;
+    if (v && ids.length && ids.indexOf(v) < 0 && ids.indexOf(base) < 0) msg = "“" + v + "” is not in this endpoint's model list.";
     hint.textContent = msg;
     hint.hidden = !msg;
     if (msg && v) model.setAttribute("aria-invalid", "true"); else model.removeAttribute("aria-invalid");

@@ -126,4 +126,18 @@
     var q = e.target.getAttribute && e.target.getAttribute("data-confirm");
     if (q && e.target.classList.contains("lane-remove")) { e.preventDefault(); if (window.confirm(q)) e.detail.issueRequest(true); }
   });
+  // The first send names the comparison: its title arrives with the sidebar list; show it in
+  // the head (the rename form) and the tab, as the chat page does.
+  function syncTitle() {
+    var empty = document.getElementById("compare-title-empty"), input = document.getElementById("compare-title");
+    if (!empty || empty.hidden || !input) return;
+    var cur = document.querySelector("#compare-list li.current a");
+    var title = cur && cur.textContent.trim();
+    if (!title) return;
+    input.value = title;
+    empty.hidden = true;
+    document.getElementById("compare-rename").hidden = false;
+    document.title = title + " · LLM Playground";
+  }
+  document.addEventListener("htmx:wsAfterMessage", function () { if (app()) syncTitle(); });
 })();

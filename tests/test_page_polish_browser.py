@@ -1,0 +1,65 @@
+"""Browser checks of things a new user hit on the chat and compare pages: a simulator scenario
+id ("sim-fast?fault=429") is neither flagged as unlisted nor leaves the context meter without a
+context length; the chat title field keeps a readable width; a comparison's title shows in its
+head and list as soon as the first send names it; lanes with equal speed stay distinguishable
+in the speed chart."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import create_first_account
+from tests.test_compare_browser import FAST, lane, new_comparison, send, set_lane
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_scenario_model_id_is_listed_and_has_a_context_length(server, page) -> None:  # noqa: ANN001
+    pg = page
+    pg.set_viewport_size({"width": 1280, "height": 800})
+    create_first_account(pg, server)
+    pg.wait_for_selector("#content")
+    pg.fill("#model", "sim-fast?fault=429")
+    pg.wait_for_function("() => document.querySelector('#ctx-meter .ctx-text').textContent.includes('/')")
+    text = pg.inner_text("#ctx-meter .ctx-text")
+    assert "unknown" not in text and re.search(r"/ \d+ tokens", text), text
+    assert pg.is_hidden("#model-hint") and pg.get_attribute("#model", "aria-invalid") is None
+    # A model the simulator does not list is still flagged, with or without options.
+    pg.fill("#model", "no-such-model?fault=429")
+    pg.wait_for_selector("#model-hint:not([hidden])")
+    assert "not in this endpoint's model list" in pg.inner_text("#model-hint")
+    # The chat title has room to be read at desktop width once the first answer names the chat.
+    pg.fill("#model", "sim-fast?fault=429")
+    pg.fill("#content", "A title long enough to need a wide field for reading it")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector("#conv-title:visible")
+    assert pg.evaluate("() => document.getElementById('conv-title').getBoundingClientRect().width") >= 240
+
+
+def test_comparison_title_appears_live_and_equal_lanes_stay_distinct(server, page) -> None:  # noqa: ANN001
+    pg = page
+    pg.set_viewport_size({"width": 1280, "height": 900})
+    create_first_account(pg, server)
+    new_comparison(pg, server)
+    assert pg.is_visible("#compare-title-empty") and pg.is_hidden("#compare-rename")
+    set_lane(pg, 0, FAST)
+    set_lane(pg, 1, FAST)
+    send(pg, "Rivers in two sentences")
+    pg.wait_for_selector("#compare-rename:visible")
+    assert pg.input_value("#compare-title") == "Rivers in two sentences"
+    assert pg.is_hidden("#compare-title-empty")
+    assert pg.inner_text("#compare-list li.current") == "Rivers in two sentences"
+    assert pg.title().startswith("Rivers in two sentences")
+    for i in (0, 1):
+        pg.wait_for_selector(f"{lane(i)} .msg-assistant.status-complete")
+    pg.wait_for_selector(".speed-chart polyline.lane-c1")
+    dashes = pg.evaluate("""() => Array.from(document.querySelectorAll('.speed-chart polyline.series'))
+        .map(l => getComputedStyle(l).strokeDasharray)""")
+    assert len(dashes) == 2 and dashes[0] != dashes[1], dashes
+    radii = pg.evaluate("() => Array.from(document.querySelectorAll('.speed-chart circle.end')).map(c => +c.getAttribute('r'))")
+    assert len(radii) == 2 and radii[0] > radii[1], radii
+    # The title survives a reload (it was stored, not only shown).
+    pg.reload()
+    assert pg.input_value("#compare-title") == "Rivers in two sentences"
