@@ -487,8 +487,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         data.pop("HEADERS", None)
         data = valid_data(data)  # lone surrogates from JSON escapes never reach a row
-        action = data.get("action", "send")
-        handler = {
+        handler = self.handlers().get(str(data.get("action", "send")))
+        if handler is None:
+            self.notice(self.unknown_action)
+            return
+        await handler(data)
+
+    #: The notice for an action this page does not take.
+    unknown_action = "Unknown action."
+
+    def handlers(self) -> dict[str, Any]:
+        """Action name (the frame's ``action``, default ``send``) → async handler(data)."""
+        return {
             "send": self.handle_send,
             "stop": self.handle_stop,
             "retry": self.handle_regenerate,
@@ -500,11 +510,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             "sync": self.handle_sync,
             "tool_result": self.handle_tool_result,
             "count_tokens": self.handle_count_tokens,
-        }.get(str(action))
-        if handler is None:
-            self.notice("Unknown action.")
-            return
-        await handler(data)
+        }
 
     def _admissible(self) -> bool:
         if not registry.admission.can_queue(self.user.pk):

@@ -206,31 +206,16 @@ class CompareConsumer(ConversationConsumer):
                 return
         await super().connect()
 
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.subscriber is None:
-            return
-        import json
+    unknown_action = "Not available in a comparison."
 
-        from chat.textsafety import valid_data
-
-        try:
-            data = json.loads(text_data or "")
-            if not isinstance(data, dict):
-                raise ValueError
-        except (ValueError, RecursionError):
-            self.notice("Malformed frame.")
-            return
-        data.pop("HEADERS", None)
-        data = valid_data(data)
-        handler = {
+    def handlers(self) -> dict[str, Any]:
+        """The actions of a comparison (frames are parsed and cleaned by the chat consumer's
+        ``receive``): send to every lane, a lane's retry or new answer, stop one or all, sync."""
+        return {
             "send": self.handle_compare_send, "retry": self.handle_compare_retry,
             "regenerate": self.handle_compare_retry, "stop": self.handle_stop, "stop_all": self.handle_stop_all,
             "sync": self.handle_sync, "resync": self.handle_resync,
-        }.get(str(data.get("action", "send")))
-        if handler is None:
-            self.notice("Not available in a comparison.")
-            return
-        await handler(data)
+        }
 
     async def _resync(self) -> None:
         """The lanes again (with live views of running answers), then a snapshot and cursor for
