@@ -314,7 +314,7 @@ def test_only_staff_can_change_the_public_links_setting(alice, admin) -> None:  
     assert sharing_services.public_links_allowed()
     root = client_for(admin)
     page = root.get("/users/").content.decode()
-    assert 'value="default" checked' in page and "Server default" in page
+    assert 'value="default" selected' in page and "Server default" in page
     r = root.post("/users/", {"form": "public_share_links", "public_share_links": "nonsense"}, follow=True)
     assert "Pick allowed, forbidden" in r.content.decode() and sharing_services.public_links_allowed()
 
