@@ -34,6 +34,9 @@ class SiteSettings(models.Model):
     """Singleton (pk=1) of instance-wide switches the admin controls."""
 
     open_signup = models.BooleanField(default=False)
+    # "Anyone with the link" share links: True allowed, False forbidden, None (never saved) the
+    # server default PLAYGROUND_PUBLIC_SHARE_LINKS (chat.sharing.services.public_links_allowed).
+    public_share_links = models.BooleanField(null=True, blank=True, default=None)
 
     def __str__(self) -> str:
         return "Site settings"

@@ -64,11 +64,21 @@ def endpoint_usable_get_for_user(*, user: AbstractBaseUser, endpoint_id: int | s
 
 
 def conversation_list_for_user(*, user: AbstractBaseUser, query: str = "") -> QuerySet[Conversation]:
-    """The user's conversations that have messages, newest first; ``query`` searches titles and text."""
-    qs = Conversation.objects.filter(owner=user, kind="chat").exclude(title="")
+    """The user's conversations that have messages, newest first; ``query`` searches titles and text.
+    Conversations a prompt test-set run made (one per row × lane) are left out: they open from
+    the run's grid (:func:`prompt_run_conversation_ids`)."""
+    qs = Conversation.objects.filter(owner=user, kind="chat").exclude(title="").exclude(
+        pk__in=prompt_run_conversation_ids(user=user))
     if query:
         qs = qs.filter(Q(title__icontains=query) | Q(messages__content__icontains=query)).distinct()
     return qs.order_by("-updated_at", "-id")
+
+
+def prompt_run_conversation_ids(*, user: AbstractBaseUser) -> QuerySet[Any]:
+    """Subquery: ids of ``user``'s conversations that belong to a prompt test-set run's cells."""
+    from chat.models import TestRunCell
+
+    return TestRunCell.objects.filter(run__owner=user, conversation__isnull=False).values("conversation_id")
 
 
 def conversation_empty_for_user(*, user: AbstractBaseUser) -> Conversation | None:

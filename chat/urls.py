@@ -55,6 +55,7 @@ urlpatterns = [
     path("compare/<int:conversation_id>/delete/", compare_views.compare_delete, name="compare_delete"),
     path("compare/<int:conversation_id>/export.csv", compare_views.compare_export_csv, name="compare_export_csv"),
     path("compare/<int:conversation_id>/export.json", compare_views.compare_export_json, name="compare_export_json"),
+    path("compare/<int:conversation_id>/export.md", compare_views.compare_export_md, name="compare_export_md"),
     path("modes/", include("chat.modes.urls")),  # issue 14
     # teams, usage, budgets, user administration (chat.teams)
     path("teams/", team_views.team_list, name="teams"),

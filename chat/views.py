@@ -98,6 +98,16 @@ def users(request: HttpRequest) -> HttpResponse:
             site.save()
             flash.success(request, f"Open sign-up is {'on' if site.open_signup else 'off'}.")
             return redirect("chat:users")
+        if request.POST.get("form") == "public_share_links":
+            from chat.sharing import services as sharing_services
+
+            choice = {"default": None, "on": True, "off": False}.get(request.POST.get("public_share_links", ""), "bad")
+            if choice == "bad":
+                flash.error(request, "Pick allowed, forbidden or the server default.")
+                return redirect("chat:users")
+            sharing_services.public_links_set(allowed=choice)
+            flash.success(request, "Public share links are " + ("allowed." if sharing_services.public_links_allowed() else "forbidden."))
+            return redirect("chat:users")
         if form.is_valid():
             services.user_create(username=form.cleaned_data["username"], password=form.cleaned_data["password1"])
             flash.success(request, f"User {form.cleaned_data['username']} created.")
@@ -105,8 +115,19 @@ def users(request: HttpRequest) -> HttpResponse:
     return render(
         request, "chat/users.html",
         {"form": form, "site": site, "users": get_user_model().objects.select_related("budget").order_by("username"),
-         "units": (("usd", "USD"), ("tokens", "tokens"))},
+         "units": (("usd", "USD"), ("tokens", "tokens")), **_share_link_setting()},
     )
+
+
+def _share_link_setting() -> dict[str, Any]:
+    """The /users/ page's public-share-links switch: the saved choice (default | on | off), the
+    server default and what holds now."""
+    from chat.sharing import services as sharing_services
+
+    saved = SiteSettings.load().public_share_links
+    return {"public_links_choice": "default" if saved is None else ("on" if saved else "off"),
+            "public_links_default": sharing_services.public_links_default(),
+            "public_links_allowed": sharing_services.public_links_allowed()}
 
 
 # ---- endpoints -----------------------------------------------------------------------------

@@ -175,7 +175,8 @@ def _sweep(c: Client, conv, u, answers) -> dict[str, str]:  # noqa: ANN001
         reverse("chat:compare", args=[conv.pk]), reverse("chat:compare_summary", args=[conv.pk]),
         reverse("chat:compare_summary", args=[conv.pk]) + f"?turn={u.pk}",
         reverse("chat:compare_list") + f"?current={conv.pk}", reverse("chat:compare_export_csv", args=[conv.pk]),
-        reverse("chat:compare_export_json", args=[conv.pk]), reverse("chat:conversation", args=[conv.pk]),
+        reverse("chat:compare_export_json", args=[conv.pk]), reverse("chat:compare_export_md", args=[conv.pk]),
+        reverse("chat:conversation", args=[conv.pk]),
         reverse("chat:conversation_code", args=[conv.pk]), reverse("sharing:export_json", args=[conv.pk]),
         reverse("sharing:export_md", args=[conv.pk]), reverse("chat:compare_leaderboard"), reverse("chat:home"),
     ]

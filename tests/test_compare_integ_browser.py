@@ -124,7 +124,7 @@ def test_use_prompt_in_compare_pick_version_save_lane_and_blind_hides_models(ser
         "select id from chat_message where conversation_id=? and role='assistant'", (bid,))]
     assert len(mids) == 2
     urls = [f"/compare/{bid}/", f"/compare/{bid}/summary/", f"/compare/{bid}/export.csv", f"/compare/{bid}/export.json",
-            f"/c/{bid}/code/", f"/c/{bid}/export.json", f"/c/{bid}/export.md"]
+            f"/compare/{bid}/export.md", f"/c/{bid}/code/", f"/c/{bid}/export.json", f"/c/{bid}/export.md"]
     for mid in mids:
         u = str(mid)
         if len(u) == 32:

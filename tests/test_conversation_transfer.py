@@ -46,7 +46,7 @@ def shape(conv: Conversation) -> list[tuple]:
     for m in msgs:
         atts = [(a.kind, a.filename, bytes(a.data)) for a in m.attachments.all()]
         out.append((m.role, m.content, m.reasoning, m.status, index.get(m.parent_id), m.usage, m.usage_raw, m.metrics,
-                    {k: v for k, v in m.settings_snapshot.items() if k != "endpoint_id"}, atts))
+                    {k: v for k, v in m.settings_snapshot.items() if k not in ("endpoint_id", "base_url", "team_id")}, atts))
     return out
 
 
@@ -56,7 +56,7 @@ def test_json_round_trip_keeps_every_branch_attachment_and_metric(alice, bob) ->
     assert r.status_code == 200 and r["Content-Disposition"].startswith("attachment")
     data = json.loads(r.content)
     assert data["format"] == "playground.conversation/1" and len(data["messages"]) == 4
-    assert "sk-" not in r.content.decode()
+    assert "sk-" not in r.content.decode() and "base_url" not in r.content.decode()
     r = client_for(bob).post("/conversations/import/", {"file": SimpleUploadedFile("c.json", r.content)})
     copy = Conversation.objects.get(owner=bob)
     assert r.status_code == 302 and r["Location"] == f"/c/{copy.pk}/"

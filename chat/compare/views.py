@@ -230,26 +230,24 @@ def _cell(text: str) -> str:
 
 @require_safe
 def compare_export_json(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """The whole comparison as JSON: lanes with settings, turns with every answer."""
+    """The whole comparison as re-importable JSON (``chat.compare.transfer``, format
+    ``playground.comparison/1``): lanes with settings, every answer with its metrics, votes."""
+    from chat.compare import transfer
+
     conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
-    lanes, rows = _export_rows(conversation)
-    data = {
-        "id": conversation.pk, "title": conversation.title, "blind": conversation.blind,
-        "lanes": [{"position": i, "label": cs.lane_label(lane, i), "endpoint": lane.endpoint.name if lane.endpoint else None,
-                   "api_style": lane.endpoint.api_style if lane.endpoint else None, "model": lane.model,
-                   "system_prompt": lane.system_prompt, "params": lane.params} for i, lane in enumerate(lanes)],
-        "turns": [{
-            "prompt": u.content, "created_at": u.created_at.isoformat(),
-            "answers": [{
-                "lane": i, "run": m.run, "shown": rows.shown.get((u.pk, lane.pk)) is m, "status": m.status,
-                "content": m.content, "reasoning": m.reasoning, "finish_reason": m.finish_reason, "usage": m.usage,
-                "metrics": m.metrics, "error": m.error, "settings": {k: v for k, v in (m.settings_snapshot or {}).items()
-                                                                       if k != "base_url"},
-            } for i, lane in enumerate(lanes) for m in rows.runs.get((u.pk, lane.pk), [])],
-        } for u in rows.users],
-    }
-    response = JsonResponse(data, json_dumps_params={"indent": 2})
+    response = JsonResponse(transfer.comparison_export(conversation=conversation), json_dumps_params={"indent": 2, "ensure_ascii": False})
     response["Content-Disposition"] = f'attachment; filename="comparison-{conversation.pk}.json"'
+    return response
+
+
+@require_safe
+def compare_export_md(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The comparison as Markdown: lanes, then per turn each lane's answer and figures."""
+    from chat.compare import transfer
+
+    conversation = selectors.refuse_if_blind(cs.compare_get_for_user(user=request.user, conversation_id=conversation_id))
+    response = HttpResponse(transfer.comparison_markdown(conversation=conversation), content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="comparison-{conversation.pk}.md"'
     return response
 
 

@@ -29,9 +29,28 @@ _SETTINGS_KEYS = ("model", "api_style", "endpoint_name", "system_prompt", "param
 _METRIC_KEYS = ("ttft_ms", "ttfat_ms", "total_ms", "tokens_per_sec", "cost_usd")
 
 
-def public_links_allowed() -> bool:
-    """Whether "anyone with the link" is allowed (``PLAYGROUND_PUBLIC_SHARE_LINKS``, default on)."""
+def public_links_default() -> bool:
+    """The server's default for public links: ``PLAYGROUND_PUBLIC_SHARE_LINKS`` (default on)."""
     return bool(getattr(settings, "PLAYGROUND_PUBLIC_SHARE_LINKS", True))
+
+
+def public_links_allowed() -> bool:
+    """Whether "anyone with the link" is allowed: the admin's site setting
+    (:attr:`chat.models.SiteSettings.public_share_links`) when saved, else
+    :func:`public_links_default`. When off, share forms do not offer it, creating one is
+    refused and existing public links open only for signed-in users (one query)."""
+    from chat.models import SiteSettings
+
+    saved = SiteSettings.objects.filter(pk=1).values_list("public_share_links", flat=True).first()
+    return public_links_default() if saved is None else bool(saved)
+
+
+def public_links_set(*, allowed: bool | None) -> None:
+    """Save the admin's choice: True (allow), False (forbid) or None (back to the server
+    default, :func:`public_links_default`). The caller checked the user is staff."""
+    from chat.models import SiteSettings
+
+    SiteSettings.objects.update_or_create(pk=1, defaults={"public_share_links": allowed})
 
 
 def share_visibility(*, user: AbstractBaseUser, raw: str) -> tuple[str, int | None]:

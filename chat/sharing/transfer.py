@@ -1,9 +1,9 @@
 """Export a conversation as JSON (complete, versioned, re-importable) or Markdown (the current
 branch), and import the JSON back into the importer's own workspace.
 
-JSON format ``playground.conversation/1``: the conversation's settings, its lanes, every
-message of every branch (parent links, turn fields, usage, metrics, settings snapshot, tool
-calls, logprobs …) and each message's attachments with their bytes in base64. Import validates
+JSON format ``playground.conversation/1`` (``"kind": "conversation"``): the conversation's
+settings, its lanes, every message of every branch (parent links, turn fields, usage, metrics,
+settings snapshot without ``base_url``/``endpoint_id``/``team_id``, tool calls, logprobs …) and each message's attachments with their bytes in base64. Import validates
 everything first and writes nothing on any error; ids are new (message and turn ids are made
 again, parent links mapped), the endpoint is the importer's own endpoint of the same name or
 their first one.
@@ -37,6 +37,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_MESSAGES = 5000
 ROLES = ("user", "assistant", "system", "tool")
 _JSON_FIELDS = ("usage", "usage_raw", "metrics", "error", "settings_snapshot", "tool_calls", "replay_blocks", "logprobs")
+_HIDDEN_SETTINGS = ("base_url", "endpoint_id", "team_id")  # settings-snapshot keys an export leaves out
 _TEXT_FIELDS = ("content", "reasoning", "finish_reason", "tool_call_id", "reasoning_signature")
 
 
@@ -65,9 +66,11 @@ def conversation_export(*, conversation: Conversation) -> dict[str, Any]:
             item[f] = getattr(m, f)
         for f in _JSON_FIELDS:
             item[f] = getattr(m, f)
+        # Never an endpoint URL or database ids in a file meant to leave the server.
+        item["settings_snapshot"] = {k: v for k, v in (m.settings_snapshot or {}).items() if k not in _HIDDEN_SETTINGS}
         out.append(item)
     return {
-        "format": FORMAT, "title": conversation.title, "model": conversation.model,
+        "format": FORMAT, "kind": "conversation", "title": conversation.title, "model": conversation.model,
         "system_prompt": conversation.system_prompt, "params": conversation.params,
         "endpoint_name": conversation.endpoint.name if conversation.endpoint else "",
         "lanes": [{"position": ln.position, "model": ln.model} for ln in conversation.lanes.all()],
@@ -152,15 +155,37 @@ def _validate(data: Any) -> list[dict[str, Any]]:
     return msgs
 
 
-def conversation_import(*, user: AbstractBaseUser, raw: bytes) -> Conversation:
-    """Import an export file as a new conversation of ``user``. Raises ImportRefused (nothing
-    written) on any problem."""
+def load_json(raw: bytes) -> Any:
+    """The parsed upload. Raises ImportRefused (larger than 64 MB, not JSON)."""
     if len(raw) > MAX_FILE_BYTES:
         raise ImportRefused("The file is larger than 64 MB.")
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ImportRefused(f"Not valid JSON: {str(exc)[:200]}") from None
+
+
+def export_kind(data: Any) -> str:
+    """``"conversation"`` or ``"comparison"``: which export a parsed file is, by its ``kind``
+    (files from before ``kind`` existed: by ``format``). Raises ImportRefused for anything else
+    (a share-link snapshot, another program's JSON, an unknown kind)."""
+    if not isinstance(data, dict):
+        raise ImportRefused("Not an export: the file must hold a JSON object.")
+    kind, fmt = data.get("kind"), str(data.get("format") or "")
+    if kind == "comparison" or (kind is None and fmt.startswith("playground.comparison/")):
+        return "comparison"
+    if kind in ("conversation", None) and fmt.startswith("playground.conversation/"):
+        return "conversation"
+    if fmt.startswith("playground.share/"):
+        raise ImportRefused("This is a share-link snapshot, not an export; export the conversation or comparison instead.")
+    raise ImportRefused(f"Not a conversation export or comparison export (kind {str(kind)[:40]!r}, format {fmt[:60]!r}).")
+
+
+def conversation_import(*, user: AbstractBaseUser, raw: bytes, data: Any = None) -> Conversation:
+    """Import an export file (``raw``, or already parsed: ``data``) as a new conversation of
+    ``user``. Raises ImportRefused (nothing written) on any problem."""
+    if data is None:
+        data = load_json(raw)
     msgs = _validate(data)
     usable = endpoint_list_for_user(user=user)
     endpoint = (usable.filter(name=data.get("endpoint_name") or "").first()

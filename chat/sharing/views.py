@@ -90,7 +90,10 @@ def share_new_compare(request: HttpRequest, conversation_id: int) -> HttpRespons
 
 
 def _gone(request: HttpRequest, state: str) -> HttpResponse:
-    response = render(request, "sharing/gone.html", {"state": state}, status=404)
+    """The 404 page of a link that cannot open: ``state`` missing | revoked | expired |
+    public_off (an "anyone with the link" link while the admin forbids public links: it says
+    so and offers sign-in)."""
+    response = render(request, "sharing/gone.html", {"state": state, "next": request.get_full_path()}, status=404)
     response["Referrer-Policy"] = "same-origin"  # no referrer to external links; forms keep their Origin
     return response
 
@@ -102,6 +105,8 @@ def _resolve(request: HttpRequest, token: str) -> tuple[ShareLink | None, HttpRe
     if link.state != "active":
         return None, _gone(request, link.state)
     if not services.share_can_open(user=request.user, link=link):
+        if link.visibility == "link" and not request.user.is_authenticated:
+            return None, _gone(request, "public_off")  # the admin switched public links off
         if not request.user.is_authenticated:
             return None, redirect_to_login(request.get_full_path())
         return None, _gone(request, "missing")  # a team link, and not (or no longer) a member
@@ -181,9 +186,13 @@ def conversation_export_md(request: HttpRequest, conversation_id: int) -> HttpRe
 
 @require_POST
 def conversation_import(request: HttpRequest) -> HttpResponse:
-    """Import a JSON export into the user's workspace; a bad file is refused with the reason."""
+    """Import a JSON export into the user's workspace: a conversation
+    (``playground.conversation/1``) or a comparison (``"kind": "comparison"``,
+    ``chat.compare.transfer``), told apart by the file's ``kind``/``format``. A bad file is
+    refused with the reason and imports nothing."""
     from django.contrib import messages as flash
 
+    from chat.compare import transfer as compare_transfer
     from chat.sharing import transfer
 
     upload = request.FILES.get("file")
@@ -192,9 +201,20 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
             raise transfer.ImportRefused("Choose a JSON export file.")
         if upload.size > transfer.MAX_FILE_BYTES:
             raise transfer.ImportRefused("The file is larger than 64 MB.")
-        conv = transfer.conversation_import(user=request.user, raw=upload.read(transfer.MAX_FILE_BYTES + 1))
-    except transfer.ImportRefused as exc:
+        raw = upload.read(transfer.MAX_FILE_BYTES + 1)
+        data = transfer.load_json(raw)
+        kind = transfer.export_kind(data)
+        if kind == "comparison":
+            if len(raw) > compare_transfer.MAX_FILE_BYTES:
+                raise transfer.ImportRefused(f"A comparison export is at most {compare_transfer.MAX_FILE_BYTES // (1024 * 1024)} MB.")
+            comparison, notes = compare_transfer.comparison_import(user=request.user, data=data)
+        else:
+            conv = transfer.conversation_import(user=request.user, raw=raw, data=data)
+    except (transfer.ImportRefused, compare_transfer.ImportRefused) as exc:
         flash.error(request, f"Import refused: {exc}")
         return redirect("sharing:list")
+    if kind == "comparison":
+        flash.success(request, "Comparison imported. Lanes: " + " ".join(notes))
+        return redirect("chat:compare", comparison.pk)
     flash.success(request, "Conversation imported.")
     return redirect("chat:conversation", conv.pk)

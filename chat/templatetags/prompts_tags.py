@@ -40,3 +40,12 @@ def share_team_options(user: Any) -> str:
         return ""
     return format_html_join("", '<option value="team:{}">members of {}</option>',
                             ((t.pk, t.name) for t in teams_for_user(user=user)))
+
+
+@register.simple_tag
+def public_share_links_allowed() -> bool:
+    """Whether share forms may offer "anyone with the link" (the admin's site setting, else
+    ``PLAYGROUND_PUBLIC_SHARE_LINKS``): ``{% public_share_links_allowed as public_ok %}``."""
+    from chat.sharing.services import public_links_allowed
+
+    return public_links_allowed()
