@@ -24,10 +24,12 @@ May import: Django, chat.models, chat.history, chat.turnsettings, chat.providers
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qsl
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -342,6 +344,29 @@ class EndpointTarget:
         )
 
 
+SIMULATOR_OPTIONS = "X-Simulator-Options"
+
+
+def simulator_take(target: EndpointTarget, *, model: str, params: dict[str, Any], attempt: int) -> EndpointTarget:
+    """``target`` for attempt ``attempt`` (1 = the first answer to a user message, 2 and up:
+    Regenerate or Retry of it) at the built-in simulator: from the second attempt on, the
+    simulator is asked for another answer with its ``take`` knob (``X-Simulator-Options:
+    take=<attempt>``, added to any options the endpoint sends), so a regenerate differs from
+    the answers before it and stays the same for the same message and attempt. Unchanged for
+    another endpoint, a first attempt, or when the user fixed the answer: a ``seed`` parameter,
+    or a ``seed``/``take`` knob in the model id or in the endpoint's options header."""
+    if not target.is_simulator or attempt < 2 or params.get("seed") is not None:
+        return target
+    headers = dict(target.extra_headers)
+    name = next((k for k in headers if k.lower() == SIMULATOR_OPTIONS.lower()), SIMULATOR_OPTIONS)
+    given = headers.get(name, "").strip().removeprefix("?")
+    knobs = {k.strip() for k, _ in parse_qsl(model.partition("?")[2] + "&" + given, keep_blank_values=True)}
+    if knobs & {"seed", "take"}:
+        return target
+    headers[name] = f"{given}&take={attempt}" if given else f"take={attempt}"
+    return dataclasses.replace(target, extra_headers=headers)
+
+
 @dataclass(frozen=True, repr=False)
 class TurnPlan:
     """A turn ready to start. ``rows``: unsaved messages to INSERT in this order (the user or
@@ -489,8 +514,9 @@ def _plan(
     *, kind: str, loaded: _Loaded, user: AbstractBaseUser, endpoint: Endpoint, s: NextTurnSettings,
     rows: list[Message], messages: tuple[ChatMessage, ...], turn_id: uuid.UUID, title: str | None = None,
     attachments: list[Attachment] | None = None, replaces_id: uuid.UUID | None = None,
-    thread: list[Message] | None = None,
+    thread: list[Message] | None = None, attempt: int = 1,
 ) -> TurnPlan:
+    """``attempt``: which answer to the same message this is (see :func:`simulator_take`)."""
     conv = loaded.conversation
     now = timezone.now()
     fields = _conversation_fields(s, endpoint, rows[-1].id, now)
@@ -504,7 +530,8 @@ def _plan(
     return TurnPlan(
         kind=kind, conversation_id=conv.pk, user_id=user.pk, lane_id=loaded.lane_id, turn_id=turn_id,
         rows=tuple(rows), conversation_fields=fields,
-        attachment_ids=tuple(a.pk for a in attachments or ()), target=EndpointTarget.of(endpoint),
+        attachment_ids=tuple(a.pk for a in attachments or ()),
+        target=simulator_take(EndpointTarget.of(endpoint), model=s.model, params=s.params, attempt=attempt),
         request=request, prompt_price_per_mtok=prompt_price, completion_price_per_mtok=completion_price,
         title=fields.get("title", conv.title), title_changed=title_changed, replaces_id=replaces_id,
         thread=tuple(thread if thread is not None else loaded.thread), attachments=tuple(attachments or ()),
@@ -616,7 +643,8 @@ def turn_plan_regenerate(
     new.prev_sibling_id, new.next_sibling_id = old.pk, None
     upstream = history(upto) + ((ChatMessage("assistant", prefill),) if prefill else ())
     return _plan(kind="continue" if keep_text else "regenerate", loaded=loaded, user=user, endpoint=endpoint,
-                 s=s, rows=[new], messages=upstream, turn_id=turn_id, replaces_id=old.pk, thread=upto)
+                 s=s, rows=[new], messages=upstream, turn_id=turn_id, replaces_id=old.pk, thread=upto,
+                 attempt=1 if keep_text else new.sibling_index + 1)
 
 
 def turn_plan_edit_resend(
