@@ -73,6 +73,87 @@ def conversation_list_for_user(*, user: AbstractBaseUser, query: str = "") -> Qu
     return qs.order_by("-updated_at", "-id")
 
 
+#: Sidebar search bounds: characters of the query, conversations listed, characters of an excerpt
+#: around the match (before, after).
+SEARCH_MAX_QUERY = 100
+SEARCH_MAX_ROWS = 50
+SEARCH_CONTEXT = (30, 60)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """Why a conversation matched a sidebar search: ``text`` (the matched characters as
+    written) between ``before`` and ``after``; ``in_title`` when the title matched (the three
+    parts are then the whole title), else an excerpt of the first matching message, with
+    ``clipped_start``/``clipped_end`` when the message goes on past the excerpt. Plain text:
+    the template escapes it and puts ``text`` in a ``<mark>``."""
+
+    before: str
+    text: str
+    after: str
+    in_title: bool
+    clipped_start: bool = False
+    clipped_end: bool = False
+
+
+def _hit_in(text: str, query: str) -> tuple[int, int] | None:
+    """Start and end of ``query`` in ``text``, ignoring case (plain substring, no pattern);
+    None when not found (or when lower-casing moved the characters)."""
+    at = text.lower().find(query.lower())
+    if at < 0 or text[at:at + len(query)].lower() != query.lower():
+        return None
+    return at, at + len(query)
+
+
+def conversation_search_for_user(*, user: AbstractBaseUser, query: str) -> list[Conversation]:
+    """The sidebar search: the user's conversations whose title or message text contains
+    ``query`` (case-insensitive substring, never a pattern; cut to :data:`SEARCH_MAX_QUERY`
+    characters), newest first, at most :data:`SEARCH_MAX_ROWS`. Each has ``hit``, a
+    :class:`SearchHit` saying why it matched (the title first, else the first matching
+    message's text around the match, read from the database as a short window: two queries
+    whatever the messages' size)."""
+    from django.db.models import F, Value
+    from django.db.models.functions import Greatest, Lower, StrIndex, Substr
+
+    query = query.strip()[:SEARCH_MAX_QUERY]
+    if not query:
+        return []
+    rows = list(conversation_list_for_user(user=user, query=query).only("id", "title", "updated_at")[:SEARCH_MAX_ROWS])
+    need: dict[int, Conversation] = {}
+    for c in rows:
+        span = _hit_in(c.title, query)
+        if span:
+            c.hit = SearchHit(c.title[:span[0]], c.title[span[0]:span[1]], c.title[span[1]:], True)
+        else:
+            c.hit = None
+            need[c.pk] = c
+    if need:
+        before, after = SEARCH_CONTEXT
+        excerpts = (
+            Message.objects.filter(conversation_id__in=list(need), content__icontains=query)
+            .annotate(at=StrIndex(Lower("content"), Lower(Value(query))))
+            .annotate(start=Greatest(F("at") - before, 1))
+            .annotate(excerpt=Substr("content", F("start"), before + len(query) + after + 1))
+            .order_by("conversation_id", "created_at", "id")
+            .values_list("conversation_id", "start", "excerpt")[: SEARCH_MAX_ROWS * 4]
+        )
+        for conv_id, start, excerpt in excerpts:
+            c = need.get(conv_id)
+            if c is None or c.hit is not None:
+                continue
+            span = _hit_in(excerpt or "", query)
+            if span is None:
+                c.hit = SearchHit((excerpt or "")[: before + after], "", "", False, False, True)
+                continue
+            end_of_window = min(len(excerpt), span[1] + after)
+            c.hit = SearchHit(
+                excerpt[max(0, span[0] - before):span[0]].lstrip(), excerpt[span[0]:span[1]],
+                excerpt[span[1]:end_of_window].rstrip(), False,
+                clipped_start=start > 1 or span[0] > before, clipped_end=end_of_window < len(excerpt),
+            )
+    return rows
+
+
 def conversation_empty_for_user(*, user: AbstractBaseUser) -> Conversation | None:
     """The user's newest conversation with no title and no messages (a new chat), or None."""
     return (
