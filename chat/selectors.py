@@ -429,8 +429,8 @@ SIMULATOR_OPTIONS = "X-Simulator-Options"
 
 
 def simulator_take(target: EndpointTarget, *, model: str, params: dict[str, Any], attempt: int) -> EndpointTarget:
-    """``target`` for attempt ``attempt`` (1 = the first answer to a user message, 2 and up:
-    Regenerate or Retry of it) at the built-in simulator: from the second attempt on, the
+    """``target`` for attempt ``attempt`` (1 + the answers to the same message the user got:
+    2 and up on a Regenerate) at the built-in simulator: from the second attempt on, the
     simulator is asked for another answer with its ``take`` knob (``X-Simulator-Options:
     take=<attempt>``, added to any options the endpoint sends), so a regenerate differs from
     the answers before it and stays the same for the same message and attempt. Unchanged for
@@ -723,9 +723,14 @@ def turn_plan_regenerate(
     new.sibling_index, new.sibling_count = old.sibling_count, old.sibling_count + 1
     new.prev_sibling_id, new.next_sibling_id = old.pk, None
     upstream = history(upto) + ((ChatMessage("assistant", prefill),) if prefill else ())
+    # The attempt counts the answers to this message the user got (complete or stopped): a
+    # Regenerate asks for another one; a Retry of a failed or interrupted answer asks again for
+    # the one that did not arrive.
+    received = sum(1 for m in loaded.messages if m.parent_id == old.parent_id and m.role == "assistant"
+                   and m.status in (MessageStatus.COMPLETE, MessageStatus.STOPPED))
     return _plan(kind="continue" if keep_text else "regenerate", loaded=loaded, user=user, endpoint=endpoint,
                  s=s, rows=[new], messages=upstream, turn_id=turn_id, replaces_id=old.pk, thread=upto,
-                 attempt=1 if keep_text else new.sibling_index + 1)
+                 attempt=1 if keep_text else received + 1)
 
 
 def turn_plan_edit_resend(

@@ -9,7 +9,17 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import create_first_account
-from tests.test_ui_browser import ASSISTANT, DESKTOP, FAST, PHONE, active, axe, focused_in, ready, send
+from tests.test_ui_browser import (
+    ASSISTANT,
+    DESKTOP,
+    FAST,
+    PHONE,
+    active,
+    axe,
+    focused_in,
+    ready,
+    send,
+)
 
 pytestmark = [pytest.mark.browser]
 

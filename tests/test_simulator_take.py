@@ -2,8 +2,8 @@
 
 The simulator's ``take`` knob (``X-Simulator-Options: take=N``) picks another answer to the same
 message, the same for the same message, seed and take; the turn plan of a regenerate sends it
-from the second attempt at a user message on, unless the user fixed the answer with a seed.
-First answers are unchanged, token for token."""
+once the user got an answer to that message (take = answers got + 1), unless the user fixed the
+answer with a seed. First answers, and the Retry of an answer that failed, are unchanged."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_simulator_take_only_for_a_later_attempt_at_the_built_in_simulator_witho
 
 
 @pytest.mark.django_db
-def test_regenerate_and_retry_plans_ask_for_the_next_take_and_first_answers_do_not() -> None:
+def test_regenerate_plans_ask_for_the_next_take_and_first_answers_and_retries_do_not() -> None:
     user = services.user_create(username="carol", password="pw-carol-12345")
     conv = services.conversation_create(user=user)
     assert Endpoint.objects.get(pk=conv.endpoint_id).is_simulator
@@ -116,6 +116,16 @@ def test_regenerate_and_retry_plans_ask_for_the_next_take_and_first_answers_do_n
     conv.refresh_from_db()
     seeded = selectors.NextTurnSettings(conv.endpoint_id, conv.model, "", {"seed": 3})
     assert regenerate(plan2.assistant.pk, settings=seeded).target.extra_headers == {}
+    # A Retry of an answer that failed asks again for the answer that did not arrive: the
+    # attempt counts the answers the user got (complete or stopped), not the failed ones.
+    q2 = services.message_append(conversation=conv, role="user", content="Second", parent_id=plan2.assistant.pk)
+    failed = services.message_append(conversation=conv, role="assistant", content="", parent_id=q2.pk)
+    Message.objects.filter(pk=failed.pk).update(status="error")
+    retry = regenerate(failed.pk)
+    assert retry.target.extra_headers == {}
+    services.turn_commit(plan=retry)
+    Message.objects.filter(pk=retry.assistant.pk).update(status="stopped", content="partial")
+    assert regenerate(retry.assistant.pk).target.extra_headers == {"X-Simulator-Options": "take=2"}
     # A new message's first answer: no header.
     Conversation.objects.filter(pk=conv.pk).update(current_leaf_id=plan2.assistant.pk)
     send = selectors.turn_plan_send(user=user, conversation_id=conv.pk, turn_id=uuid.uuid4(),

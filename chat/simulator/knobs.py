@@ -99,7 +99,7 @@ KNOB_HELP: dict[str, str] = {
     "seed": "int, default: the request's 'seed' or 0 - varies the filler text",
     "take": "int 1..1000000, default 1 - which attempt at the same message this is: 2 and up "
     "give another answer (heading '... (take N)', other filler), the same for the same message, "
-    "seed and take; the playground sends it on a Regenerate or Retry unless a seed is set",
+    "seed and take; the playground sends it on a Regenerate (1 + the answers got) unless a seed is set",
     "require_key": "0|1, default 0 - 401 (seed 'missing_api_key') when no key is sent",
     "done": "0|1, default 1 - end the stream with data: [DONE]",
     "crlf": "0|1, default 0 - terminate SSE lines with CRLF",
