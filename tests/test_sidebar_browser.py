@@ -284,3 +284,12 @@ def test_regenerate_on_the_simulator_gives_another_answer_each_time(server, page
     pg.wait_for_selector(f"{ASSISTANT}.status-complete")
     last = server.query("select content from chat_message where role = 'assistant' order by created_at desc limit 1")[0][0]
     assert last == answers[0]
+    # Inspect shows the simulator option the regenerate sent (not redacted: knobs, no secret).
+    import uuid
+
+    ids = [uuid.UUID(str(r[0])) for r in server.query(
+        "select id from chat_message where role = 'assistant' order by created_at")]
+    pg.goto(f"{server.url}/m/{ids[2]}/inspect/")
+    assert "take=3" in pg.content()
+    pg.goto(f"{server.url}/m/{ids[0]}/inspect/")
+    assert "X-Simulator-Options" not in pg.content()
