@@ -24,10 +24,12 @@ May import: Django, chat.models, chat.history, chat.turnsettings, chat.providers
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qsl
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -79,6 +81,87 @@ def prompt_run_conversation_ids(*, user: AbstractBaseUser) -> QuerySet[Any]:
     from chat.models import TestRunCell
 
     return TestRunCell.objects.filter(run__owner=user, conversation__isnull=False).values("conversation_id")
+
+
+#: Sidebar search bounds: characters of the query, conversations listed, characters of an excerpt
+#: around the match (before, after).
+SEARCH_MAX_QUERY = 100
+SEARCH_MAX_ROWS = 50
+SEARCH_CONTEXT = (30, 60)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """Why a conversation matched a sidebar search: ``text`` (the matched characters as
+    written) between ``before`` and ``after``; ``in_title`` when the title matched (the three
+    parts are then the whole title), else an excerpt of the first matching message, with
+    ``clipped_start``/``clipped_end`` when the message goes on past the excerpt. Plain text:
+    the template escapes it and puts ``text`` in a ``<mark>``."""
+
+    before: str
+    text: str
+    after: str
+    in_title: bool
+    clipped_start: bool = False
+    clipped_end: bool = False
+
+
+def _hit_in(text: str, query: str) -> tuple[int, int] | None:
+    """Start and end of ``query`` in ``text``, ignoring case (plain substring, no pattern);
+    None when not found (or when lower-casing moved the characters)."""
+    at = text.lower().find(query.lower())
+    if at < 0 or text[at:at + len(query)].lower() != query.lower():
+        return None
+    return at, at + len(query)
+
+
+def conversation_search_for_user(*, user: AbstractBaseUser, query: str) -> list[Conversation]:
+    """The sidebar search: the user's conversations whose title or message text contains
+    ``query`` (case-insensitive substring, never a pattern; cut to :data:`SEARCH_MAX_QUERY`
+    characters), newest first, at most :data:`SEARCH_MAX_ROWS`. Each has ``hit``, a
+    :class:`SearchHit` saying why it matched (the title first, else the first matching
+    message's text around the match, read from the database as a short window: two queries
+    whatever the messages' size)."""
+    from django.db.models import F, Value
+    from django.db.models.functions import Greatest, Lower, StrIndex, Substr
+
+    query = query.strip()[:SEARCH_MAX_QUERY]
+    if not query:
+        return []
+    rows = list(conversation_list_for_user(user=user, query=query).only("id", "title", "updated_at")[:SEARCH_MAX_ROWS])
+    need: dict[int, Conversation] = {}
+    for c in rows:
+        span = _hit_in(c.title, query)
+        if span:
+            c.hit = SearchHit(c.title[:span[0]], c.title[span[0]:span[1]], c.title[span[1]:], True)
+        else:
+            c.hit = None
+            need[c.pk] = c
+    if need:
+        before, after = SEARCH_CONTEXT
+        excerpts = (
+            Message.objects.filter(conversation_id__in=list(need), content__icontains=query)
+            .annotate(at=StrIndex(Lower("content"), Lower(Value(query))))
+            .annotate(start=Greatest(F("at") - before, 1))
+            .annotate(excerpt=Substr("content", F("start"), before + len(query) + after + 1))
+            .order_by("conversation_id", "created_at", "id")
+            .values_list("conversation_id", "start", "excerpt")[: SEARCH_MAX_ROWS * 4]
+        )
+        for conv_id, start, excerpt in excerpts:
+            c = need.get(conv_id)
+            if c is None or c.hit is not None:
+                continue
+            span = _hit_in(excerpt or "", query)
+            if span is None:
+                c.hit = SearchHit((excerpt or "")[: before + after], "", "", False, False, True)
+                continue
+            end_of_window = min(len(excerpt), span[1] + after)
+            c.hit = SearchHit(
+                excerpt[max(0, span[0] - before):span[0]].lstrip(), excerpt[span[0]:span[1]],
+                excerpt[span[1]:end_of_window].rstrip(), False,
+                clipped_start=start > 1 or span[0] > before, clipped_end=end_of_window < len(excerpt),
+            )
+    return rows
 
 
 def conversation_empty_for_user(*, user: AbstractBaseUser) -> Conversation | None:
@@ -352,6 +435,29 @@ class EndpointTarget:
         )
 
 
+SIMULATOR_OPTIONS = "X-Simulator-Options"
+
+
+def simulator_take(target: EndpointTarget, *, model: str, params: dict[str, Any], attempt: int) -> EndpointTarget:
+    """``target`` for attempt ``attempt`` (1 + the answers to the same message the user got:
+    2 and up on a Regenerate) at the built-in simulator: from the second attempt on, the
+    simulator is asked for another answer with its ``take`` knob (``X-Simulator-Options:
+    take=<attempt>``, added to any options the endpoint sends), so a regenerate differs from
+    the answers before it and stays the same for the same message and attempt. Unchanged for
+    another endpoint, a first attempt, or when the user fixed the answer: a ``seed`` parameter,
+    or a ``seed``/``take`` knob in the model id or in the endpoint's options header."""
+    if not target.is_simulator or attempt < 2 or params.get("seed") is not None:
+        return target
+    headers = dict(target.extra_headers)
+    name = next((k for k in headers if k.lower() == SIMULATOR_OPTIONS.lower()), SIMULATOR_OPTIONS)
+    given = headers.get(name, "").strip().removeprefix("?")
+    knobs = {k.strip() for k, _ in parse_qsl(model.partition("?")[2] + "&" + given, keep_blank_values=True)}
+    if knobs & {"seed", "take"}:
+        return target
+    headers[name] = f"{given}&take={attempt}" if given else f"take={attempt}"
+    return dataclasses.replace(target, extra_headers=headers)
+
+
 @dataclass(frozen=True, repr=False)
 class TurnPlan:
     """A turn ready to start. ``rows``: unsaved messages to INSERT in this order (the user or
@@ -499,8 +605,9 @@ def _plan(
     *, kind: str, loaded: _Loaded, user: AbstractBaseUser, endpoint: Endpoint, s: NextTurnSettings,
     rows: list[Message], messages: tuple[ChatMessage, ...], turn_id: uuid.UUID, title: str | None = None,
     attachments: list[Attachment] | None = None, replaces_id: uuid.UUID | None = None,
-    thread: list[Message] | None = None,
+    thread: list[Message] | None = None, attempt: int = 1,
 ) -> TurnPlan:
+    """``attempt``: which answer to the same message this is (see :func:`simulator_take`)."""
     conv = loaded.conversation
     now = timezone.now()
     fields = _conversation_fields(s, endpoint, rows[-1].id, now)
@@ -514,7 +621,8 @@ def _plan(
     return TurnPlan(
         kind=kind, conversation_id=conv.pk, user_id=user.pk, lane_id=loaded.lane_id, turn_id=turn_id,
         rows=tuple(rows), conversation_fields=fields,
-        attachment_ids=tuple(a.pk for a in attachments or ()), target=EndpointTarget.of(endpoint),
+        attachment_ids=tuple(a.pk for a in attachments or ()),
+        target=simulator_take(EndpointTarget.of(endpoint), model=s.model, params=s.params, attempt=attempt),
         request=request, prompt_price_per_mtok=prompt_price, completion_price_per_mtok=completion_price,
         title=fields.get("title", conv.title), title_changed=title_changed, replaces_id=replaces_id,
         thread=tuple(thread if thread is not None else loaded.thread), attachments=tuple(attachments or ()),
@@ -625,8 +733,14 @@ def turn_plan_regenerate(
     new.sibling_index, new.sibling_count = old.sibling_count, old.sibling_count + 1
     new.prev_sibling_id, new.next_sibling_id = old.pk, None
     upstream = history(upto) + ((ChatMessage("assistant", prefill),) if prefill else ())
+    # The attempt counts the answers to this message the user got (complete or stopped): a
+    # Regenerate asks for another one; a Retry of a failed or interrupted answer asks again for
+    # the one that did not arrive.
+    received = sum(1 for m in loaded.messages if m.parent_id == old.parent_id and m.role == "assistant"
+                   and m.status in (MessageStatus.COMPLETE, MessageStatus.STOPPED))
     return _plan(kind="continue" if keep_text else "regenerate", loaded=loaded, user=user, endpoint=endpoint,
-                 s=s, rows=[new], messages=upstream, turn_id=turn_id, replaces_id=old.pk, thread=upto)
+                 s=s, rows=[new], messages=upstream, turn_id=turn_id, replaces_id=old.pk, thread=upto,
+                 attempt=1 if keep_text else received + 1)
 
 
 def turn_plan_edit_resend(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import time
@@ -559,7 +560,7 @@ class TurnRunner:
         self._saved = (turn._text.length, turn._reasoning.length)
         self._commit: asyncio.Future[Any] | None = None
         self._admitted = False
-        secrets = secret_variants(turn.spec.config.secrets())
+        secrets = secret_variants(_secret_values(turn.spec))
         self._secrets = secrets
         self._text_filter = SecretFilter(secrets)
         self._reasoning_filter = SecretFilter(secrets)
@@ -1101,9 +1102,29 @@ class TurnRunner:
         adapter = get_adapter(spec.config.api_style)
         url, headers, body = adapter.build_request(spec.config, spec.request)
         secret_names = {"authorization", "x-api-key", *(h.lower() for h in spec.config.extra_headers)}
+        if _builtin_simulator(spec):
+            secret_names.discard(SIMULATOR_OPTIONS)
         safe_headers = {k: ("[REDACTED]" if k.lower() in secret_names else v) for k, v in headers.items()}
         text = json.dumps({"url": url, "headers": safe_headers, "body": _truncate_media(body)})
         return json.loads(scrub(text, self._secrets))
+
+
+SIMULATOR_OPTIONS = "x-simulator-options"
+
+
+def _builtin_simulator(spec: TurnSpec) -> bool:
+    return bool(getattr(getattr(spec.plan, "target", None), "is_simulator", False))
+
+
+def _secret_values(spec: TurnSpec) -> list[str]:
+    """The values scrubbed from everything a turn stores or shows: the key and the header
+    values, except the built-in simulator's ``X-Simulator-Options`` (its knobs, such as the
+    ``take`` of a Regenerate: shown in Inspect, and never hunted for in the answer)."""
+    config = spec.config
+    if _builtin_simulator(spec):
+        config = dataclasses.replace(config, extra_headers={
+            k: v for k, v in config.extra_headers.items() if k.lower() != SIMULATOR_OPTIONS})
+    return config.secrets()
 
 
 def _truncate_media(body: Any, limit: int = 256) -> Any:

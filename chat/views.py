@@ -328,14 +328,20 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     )
 
 
+def _sidebar_context(request: HttpRequest, q: str, current: str | None) -> dict[str, Any]:
+    """The sidebar list: every conversation, or with ``q`` the search (each row with why it
+    matched, bounded: ``selectors.conversation_search_for_user``); ``current`` (an id) is
+    highlighted."""
+    q = q.strip()[:selectors.SEARCH_MAX_QUERY]
+    rows = (selectors.conversation_search_for_user(user=request.user, query=q) if q
+            else selectors.conversation_list_for_user(user=request.user)[:200])
+    return {"sidebar": rows, "query": q,
+            "conversation": {"pk": int(current)} if current and current.isdigit() else None}
+
+
 def conversation_sidebar(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").strip()
-    current = request.GET.get("current")
-    return render(
-        request, "chat/conversation.html#sidebar-list",
-        {"sidebar": selectors.conversation_list_for_user(user=request.user, query=q)[:200], "query": q,
-         "conversation": {"pk": int(current)} if current and current.isdigit() else None},
-    )
+    return render(request, "chat/conversation.html#sidebar-list",
+                  _sidebar_context(request, request.GET.get("q", ""), request.GET.get("current")))
 
 
 @require_POST
@@ -348,9 +354,11 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
         except ValueError as exc:
             flash.error(request, str(exc))
     if request.htmx:
-        return render(request, "chat/conversation.html#sidebar-list", {
-            "sidebar": selectors.conversation_list_for_user(user=request.user)[:200], "conversation": conv,
-        })
+        # The sidebar's row menu renames any row: the list keeps its search (``q``) and the
+        # page's current conversation (``current``); the header's form renames the page's own.
+        current = request.POST.get("current") or str(conv.pk)
+        return render(request, "chat/conversation.html#sidebar-list",
+                      _sidebar_context(request, request.POST.get("q", ""), current))
     return redirect("chat:conversation", conversation_id=conv.pk)
 
 

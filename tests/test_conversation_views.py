@@ -313,7 +313,7 @@ def test_sidebar_search_by_message_text(alice_client: Client, alice) -> None:  #
     assert "Something else" not in page
     # A conversation matching in several messages is listed once.
     chat(alice, "flibbertigibbet again", "flibbertigibbet", conversation=conv)
-    assert sidebar(alice_client, "flibbertigibbet").count(f"/c/{conv.pk}/") == 1
+    assert sidebar(alice_client, "flibbertigibbet").count(f'href="/c/{conv.pk}/"') == 1
 
 
 @pytest.mark.django_db

@@ -219,3 +219,18 @@ def prompt_for_api(*, user: AbstractBaseUser, name: str, label: str = "", number
     if number not in (None, ""):
         return version_get(prompt=prompt, number=number)
     return version_latest(prompt=prompt)
+
+
+def prompts_for_new_chat(*, user: AbstractBaseUser, limit: int = 8) -> list[Prompt]:
+    """The prompts the chat page's "New chat from a prompt" menu offers: the ``limit`` visible
+    prompts used most recently (then the newest), each with ``needs_values`` (its newest
+    version has ``{{variables}}``: the menu opens the form that asks for them; else one click
+    opens the chat). Two queries."""
+    prompts = list(prompt_list_for_user(user=user, sort="used")[:limit])
+    newest: dict[int, PromptVersion] = {}
+    for v in PromptVersion.objects.filter(prompt_id__in=[p.pk for p in prompts]).order_by("prompt_id", "-number"):
+        newest.setdefault(v.prompt_id, v)
+    for p in prompts:
+        v = newest.get(p.pk)
+        p.needs_values = bool(v is not None and version_variables(v))
+    return prompts

@@ -97,6 +97,9 @@ KNOB_HELP: dict[str, str] = {
     "stall_ms": "int 0..3600000, default 600000 - how long a stall hangs (ends on disconnect)",
     "retry_after": "int 0..86400, default 7 - Retry-After seconds of fault=429",
     "seed": "int, default: the request's 'seed' or 0 - varies the filler text",
+    "take": "int 1..1000000, default 1 - which attempt at the same message this is: 2 and up "
+    "give another answer (heading '... (take N)', other filler), the same for the same message, "
+    "seed and take; the playground sends it on a Regenerate (1 + the answers got) unless a seed is set",
     "require_key": "0|1, default 0 - 401 (seed 'missing_api_key') when no key is sent",
     "done": "0|1, default 1 - end the stream with data: [DONE]",
     "crlf": "0|1, default 0 - terminate SSE lines with CRLF",
@@ -193,6 +196,7 @@ class Knobs:
     stall_ms: int = 600_000
     retry_after: int = 7
     seed: int | None = None
+    take: int = 1
     require_key: bool = False
     done: bool = True
     crlf: bool = False
@@ -244,6 +248,7 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "stall_ms": (0, 3_600_000),
     "retry_after": (0, 86_400),
     "seed": (-(2**63), 2**63 - 1),
+    "take": (1, 1_000_000),
     "routing_ms": (0, 600_000),
 }
 _BOOLS = frozenset(

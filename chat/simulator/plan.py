@@ -14,7 +14,8 @@ The answer, in order of precedence:
 2. structured output: JSON generated from the requested schema (or a small object for
    ``json_object``); ``invalid_json=1`` makes it violate the schema;
 3. the answer to a tool result: "The tool returned: …";
-4. the default markdown answer (``chat.simulator.text.answer_text``), preceded by
+4. the default markdown answer (``chat.simulator.text.answer_text``; the ``take`` knob gives
+   another one to the same message, for Regenerate), preceded by
    "I see N image(s). I hear N audio clip(s)." when attachments arrived.
 
 Reasoning (when on) always comes first. ``max_tokens`` caps what follows the reasoning
@@ -169,7 +170,7 @@ def build_plan(
     reasoning_tokens: list[str] = []
     if reasoning:
         reasoning_tokens = reasoning_text(
-            turn.prompt, length_tokens=knobs.reasoning_length, seed=seed
+            turn.prompt, length_tokens=knobs.reasoning_length, seed=seed, take=knobs.take
         )
     tool = turn.chosen_tool(knobs.tool)
     tool_call = None
@@ -189,7 +190,7 @@ def build_plan(
         answer = tool_result_answer(turn.tool_result)
     else:
         answer = media_note(turn.images, turn.audios) + answer_text(
-            turn.prompt, length_tokens=knobs.length, seed=seed
+            turn.prompt, length_tokens=knobs.length, seed=seed, take=knobs.take
         )
     finish = "tool_calls" if tool_call is not None else "stop"
     stop_sequence = None

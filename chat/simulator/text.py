@@ -99,6 +99,15 @@ _FILLER_SENTENCES: tuple[str, ...] = (
     "Small numbers like 3 < 4 & 5 > 2 must survive escaping.",
 )
 
+#: Headings of a regenerated answer (knob ``take`` > 1), picked by the prompt and the take.
+_TAKE_HEADINGS: tuple[str, ...] = (
+    "Another simulated answer",
+    "A second look",
+    "Simulated answer, retold",
+    "One more try",
+    "A different take",
+)
+
 _REASONING_HEAD: tuple[str, ...] = (
     "Check: ",
     "2 < 3 ",
@@ -160,7 +169,7 @@ def _filler(
     return out[:count]
 
 
-def answer_text(prompt: str, *, length_tokens: int, seed: int = 0) -> list[str]:
+def answer_text(prompt: str, *, length_tokens: int, seed: int = 0, take: int = 1) -> list[str]:
     """Return exactly ``length_tokens`` tokens of the deterministic answer to ``prompt``.
 
     ``prompt`` is the text of the user's last message (what the answer echoes). The answer is
@@ -169,24 +178,39 @@ def answer_text(prompt: str, *, length_tokens: int, seed: int = 0) -> list[str]:
     A short ``length_tokens`` truncates the answer; 0 gives ``[]``. The pieces play the role of
     the ``delta.content`` strings of seed 000/002's ``ChatCompletionStreamResponse`` chunks.
 
-    Raises ``ValueError`` when ``length_tokens`` is negative.
+    ``take`` (the ``take`` knob: which attempt at the same message this is, 1 = the first) > 1
+    gives another answer to the same prompt, the same for the same prompt, seed and take: its
+    heading names the take ("## Another simulated answer (take 2)", the words chosen by
+    ``prompt``, ``seed`` and ``take``) and the filler varies with ``take``; the hard cases stay.
+    ``take`` 1 is the answer without the knob, token for token.
+
+    Raises ``ValueError`` when ``length_tokens`` is negative or ``take`` < 1.
     """
     if length_tokens < 0:
         raise ValueError("length_tokens must be >= 0")
-    head = ["## ", "Simulated ", "answer", "\n\n", "You ", "said: ", "“"]
+    if take < 1:
+        raise ValueError("take must be >= 1")
+    salt = "answer" if take == 1 else f"answer\x00take{take}"
+    if take == 1:
+        head = ["## ", "Simulated ", "answer", "\n\n", "You ", "said: ", "“"]
+    else:
+        heading = _TAKE_HEADINGS[_pick(seed, prompt, salt, -1, len(_TAKE_HEADINGS))].split(" ")
+        head = ["## ", *(f"{w} " for w in heading), f"(take {take})", "\n\n", "You ", "said: ", "“"]
     head += _echo_tokens(prompt)
     head += ["”", "\n\n"]
     tokens = (head + list(_HARD_CASES))[:length_tokens]
     missing = length_tokens - len(tokens)
-    return tokens + _filler(prompt, seed, "answer", _FILLER_SENTENCES, 3, missing)
+    return tokens + _filler(prompt, seed, salt, _FILLER_SENTENCES, 3, missing)
 
 
-def reasoning_text(prompt: str, *, length_tokens: int, seed: int = 0) -> list[str]:
+def reasoning_text(prompt: str, *, length_tokens: int, seed: int = 0, take: int = 1) -> list[str]:
     """Return exactly ``length_tokens`` tokens of deterministic reasoning about ``prompt``.
 
     Starts "Let me think about “…”." (the echo), then a few hard characters (``<``, ``&``, an
     emoji, CJK), then filler sentences. Never contains ``<think>``/``</think>``. The pieces play
     the role of seed 002's ``CompletionResponseDelta.reasoning`` strings.
+
+    ``take`` > 1 (a regenerate, see :func:`answer_text`) varies the filler sentences.
 
     Raises ``ValueError`` when ``length_tokens`` is negative.
     """
@@ -197,7 +221,8 @@ def reasoning_text(prompt: str, *, length_tokens: int, seed: int = 0) -> list[st
     head += ["”. "]
     tokens = (head + list(_REASONING_HEAD))[:length_tokens]
     missing = length_tokens - len(tokens)
-    return tokens + _filler(prompt, seed, "reasoning", _REASONING_SENTENCES, 4, missing)
+    salt = "reasoning" if take <= 1 else f"reasoning\x00take{take}"
+    return tokens + _filler(prompt, seed, salt, _REASONING_SENTENCES, 4, missing)
 
 
 def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:

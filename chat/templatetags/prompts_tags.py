@@ -49,3 +49,16 @@ def public_share_links_allowed() -> bool:
     from chat.sharing.services import public_links_allowed
 
     return public_links_allowed()
+
+
+@register.inclusion_tag("prompts/new_chat_menu.html", takes_context=True)
+def new_chat_from_prompt(context: Any) -> dict[str, Any]:
+    """The "New chat from a prompt" menu beside New chat: the user's recently used prompts (one
+    click opens a chat from a prompt without variables; one with variables opens the form that
+    asks for them first: ``chat.prompts.views.prompt_use``) and a link to the library."""
+    from chat.prompts.selectors import prompts_for_new_chat
+
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    prompts = prompts_for_new_chat(user=user) if getattr(user, "is_authenticated", False) else []
+    return {"prompts": prompts, "csrf_token": context.get("csrf_token")}

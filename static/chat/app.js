@@ -869,7 +869,7 @@
     function syncHead() {
       var empty = $("chat-title-empty"), input = $("conv-title");
       if (!empty || empty.hidden || !input) return;
-      var cur = document.querySelector("#conversation-list li.current a");
+      var cur = document.querySelector("#conversation-list li.current .conv-title") || document.querySelector("#conversation-list li.current a");
       var title = cur && cur.textContent.trim();
       if (!title) return;
       input.value = title;
@@ -888,19 +888,55 @@
       undo.type = "button"; undo.className = "undo"; undo.textContent = "Undo";
       toast.appendChild(text); toast.appendChild(undo);
       document.body.appendChild(toast);
-      var timer = setTimeout(function () { pendingDelete = null; form.submit(); }, UNDO_S * 1000);
-      pendingDelete = { form: form, timer: timer, toast: toast };
+      // A sidebar row's delete hides the row at once; data-undo-stay (not the page's own
+      // conversation) deletes in the background and keeps this page.
+      var row = form.closest("#conversation-list li");
+      if (row) { var menu = row.querySelector("details.row-menu"); if (menu) menu.open = false; row.hidden = true; }
+      ensureCsrf(form);
+      var timer = setTimeout(function () {
+        pendingDelete = null;
+        if (form.hasAttribute("data-undo-stay")) stayDelete(form, toast, row); else form.submit();
+      }, UNDO_S * 1000);
+      pendingDelete = { form: form, timer: timer, toast: toast, row: row };
       undo.addEventListener("click", function () {
         clearTimeout(timer); pendingDelete = null; toast.remove();
-        var b = form.querySelector("button"); if (b) b.focus();
+        if (row) row.hidden = false;
+        var b = row ? row.querySelector("details.row-menu > summary") : form.querySelector("button"); if (b) b.focus();
         say("Delete undone.");
       });
       undo.focus();
+    }
+    // Forms rendered into websocket frames have no CSRF field: take the page's token.
+    function ensureCsrf(form) {
+      var field = form.querySelector("input[name=csrfmiddlewaretoken]");
+      if (field && field.value) return;
+      var token = "";
+      try { token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; } catch (err) { /* none */ }
+      if (!field) { field = document.createElement("input"); field.type = "hidden"; field.name = "csrfmiddlewaretoken"; form.appendChild(field); }
+      field.value = token;
+    }
+    function stayDelete(form, toast, row) {
+      fetch(form.action, { method: "POST", body: new FormData(form), credentials: "same-origin", redirect: "manual" }).then(function (r) {
+        if (!(r.ok || r.type === "opaqueredirect")) throw new Error("HTTP " + r.status);
+        var hadFocus = toast.contains(document.activeElement);
+        var next = row && (row.nextElementSibling || row.previousElementSibling);
+        if (row) row.remove();
+        toast.remove();
+        if (hadFocus) { var to = next && next.querySelector("a") || $("conv-search"); if (to) to.focus(); }
+        say("Conversation deleted.");
+      }).catch(function () {
+        if (row) row.hidden = false;
+        toast.remove();
+        say("The conversation could not be deleted. Try again.");
+      });
     }
     document.addEventListener("submit", function (e) {
       var f = e.target;
       if (!(f.matches && f.matches("form[data-undo]"))) return;
       e.preventDefault();
+      // A second row deleted during the undo time: the first one goes now, without its toast.
+      var p = pendingDelete;
+      if (p && p.row && p.form.hasAttribute("data-undo-stay")) { clearTimeout(p.timer); pendingDelete = null; stayDelete(p.form, p.toast, p.row); }
       if (!pendingDelete) undoToast(f);
     });
     window.addEventListener("pagehide", function () {
@@ -944,6 +980,112 @@
         if (c && !location.hash) c.focus();
       },
     };
+  })();
+
+  // ---- sidebar row menus (issue 10) -----------------------------------------------------------
+  // Each conversation row has a <details class="row-menu"> (also "New chat from a prompt"): it
+  // opens with Enter/Space or a tap, the arrow keys move between its items, Esc closes it and
+  // focus goes back to its button; opening one closes the others, a click outside closes all.
+  // Rename turns the row into a text field (Enter saves through htmx, Esc cancels, leaving the
+  // field saves a changed title); the server keeps the list's order, search and current row.
+  (function () {
+    function items(menu) { return Array.prototype.slice.call(menu.querySelectorAll("[role=menuitem]")); }
+    function closeMenus(except) {
+      document.querySelectorAll("details.row-menu[open]").forEach(function (d) { if (d !== except) d.open = false; });
+    }
+    document.addEventListener("toggle", function (e) {
+      var d = e.target;
+      if (!(d.matches && d.matches("details.row-menu"))) return;
+      var s = d.querySelector(":scope > summary");
+      if (s) s.setAttribute("aria-expanded", d.open ? "true" : "false");
+      if (!d.open) return;
+      closeMenus(d);
+      if (d.contains(document.activeElement)) { var first = items(d)[0]; if (first) first.focus(); }
+    }, true);
+    document.addEventListener("click", function (e) {
+      var t = e.target.closest ? e.target : e.target.parentElement;
+      if (!t) return;
+      if (!t.closest("details.row-menu")) closeMenus(null);
+      var rn = t.closest("button.row-rename");
+      if (rn) startRename(rn.closest("li"));
+    });
+    document.addEventListener("keydown", function (e) {
+      var t = e.target;
+      if (!t.closest) return;
+      var form = t.closest(".row-rename-form");
+      if (form && e.key === "Escape") { e.preventDefault(); e.stopPropagation(); endRename(form, true); return; }
+      var menu = t.closest("details.row-menu[open]");
+      if (!menu) return;
+      if (e.key === "Escape") {
+        e.preventDefault(); e.stopPropagation();
+        menu.open = false; menu.querySelector(":scope > summary").focus();
+        return;
+      }
+      var list = items(menu), i = list.indexOf(t);
+      if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+        e.preventDefault();
+        var n = list.length, j = i < 0 ? 0 : (i + (e.key === "ArrowDown" ? 1 : n - 1)) % n;
+        if (list[j]) list[j].focus();
+      } else if (e.key === "Home" || e.key === "End") {
+        e.preventDefault();
+        var k = e.key === "Home" ? list[0] : list[list.length - 1]; if (k) k.focus();
+      } else if (e.key === "Tab" && i >= 0) {
+        menu.open = false;
+      }
+    }, true);
+    var renaming = null;
+    function startRename(li) {
+      if (!li) return;
+      var menu = li.querySelector("details.row-menu"), form = li.querySelector(".row-rename-form"), link = li.querySelector("a.conv-link");
+      if (!form) return;
+      if (menu) { menu.open = false; menu.hidden = true; }
+      if (link) link.hidden = true;
+      form.hidden = false;
+      var input = form.querySelector("input[name=title]");
+      input.value = input.defaultValue;
+      input.focus(); input.select();
+    }
+    function endRename(form, cancel) {
+      var li = form.closest("li"), menu = li.querySelector("details.row-menu"), link = li.querySelector("a.conv-link");
+      var input = form.querySelector("input[name=title]");
+      form.hidden = true;
+      if (link) link.hidden = false;
+      if (menu) menu.hidden = false;
+      if (cancel) { input.value = input.defaultValue; if (menu) menu.querySelector(":scope > summary").focus(); }
+    }
+    document.addEventListener("submit", function (e) {
+      var form = e.target;
+      if (!(form.matches && form.matches(".row-rename-form"))) return;
+      var input = form.querySelector("input[name=title]");
+      if (!input.value.trim() || input.value.trim() === input.defaultValue) {
+        e.preventDefault(); e.stopPropagation(); endRename(form, true); return;
+      }
+      renaming = { id: form.closest("li").getAttribute("data-conv"), title: input.value.trim() };
+    }, true);
+    document.addEventListener("focusout", function (e) {
+      var form = e.target.closest && e.target.closest(".row-rename-form");
+      if (!form || form.hidden || (e.relatedTarget && form.contains(e.relatedTarget))) return;
+      var input = form.querySelector("input[name=title]");
+      setTimeout(function () {
+        if (form.hidden || !form.isConnected) return;
+        if (input.value.trim() && input.value.trim() !== input.defaultValue) form.requestSubmit(); else endRename(form, false);
+      }, 0);
+    });
+    // After the list comes back: the renamed row keeps focus on its menu button; renaming the
+    // page's own conversation updates the header and the tab title too.
+    document.addEventListener("htmx:afterSettle", function () {
+      if (!renaming) return;
+      var r = renaming; renaming = null;
+      var li = document.querySelector('#conversation-list li[data-conv="' + r.id + '"]');
+      if (li && li.classList.contains("current")) {
+        var input = document.getElementById("conv-title");
+        if (input) { input.value = r.title; input.defaultValue = r.title; }
+        document.title = r.title + " · LLM Playground";
+      }
+      var b = li && li.querySelector("details.row-menu > summary");
+      if (b) b.focus();
+      ui.say("Renamed to " + r.title + ".");
+    });
   })();
 
   document.addEventListener("DOMContentLoaded", function () {
