@@ -132,3 +132,35 @@ def test_regenerate_plans_ask_for_the_next_take_and_first_answers_and_retries_do
                                     content="Next question", role="user",
                                     settings=selectors.NextTurnSettings.of_conversation(conv))
     assert send.target.extra_headers == {}
+
+
+@pytest.mark.django_db
+def test_a_compare_lane_new_answer_asks_for_the_next_take_and_a_failed_retry_does_not() -> None:
+    """The same rule in a comparison: a lane's new answer to a prompt it answered asks the
+    built-in simulator for another take; a Retry of its failed answer asks again."""
+    from chat.compare import selectors as cs
+    from chat.compare import services as csv
+
+    user = services.user_create(username="dora", password="pw-dora-12345")
+    sim = services.endpoint_create_simulator(user=user)
+    s = selectors.NextTurnSettings(sim.pk, "sim-fast", "", {})
+    comparison = csv.compare_create(user=user, lanes=[s, s])
+    plans = cs.compare_plan_send(user=user, conversation_id=comparison.pk, turn_id=uuid.uuid4(), content=PROMPT,
+                                 settings={})
+    assert [p.target.extra_headers for p in plans] == [{}, {}]  # first answers: today's text
+    for p in plans:
+        services.turn_commit(plan=p)
+    done, failed = plans[0].assistant, plans[1].assistant
+    Message.objects.filter(pk=done.pk).update(status="complete", content="first")
+    Message.objects.filter(pk=failed.pk).update(status="error")
+    again = cs.compare_plan_retry(user=user, conversation_id=comparison.pk, message_id=done.pk)
+    assert again.target.extra_headers == {"X-Simulator-Options": "take=2"}
+    services.turn_commit(plan=again)
+    Message.objects.filter(pk=again.assistant.pk).update(status="complete", content="second")
+    assert cs.compare_plan_retry(user=user, conversation_id=comparison.pk,
+                                 message_id=again.assistant.pk).target.extra_headers == {"X-Simulator-Options": "take=3"}
+    assert cs.compare_plan_retry(user=user, conversation_id=comparison.pk, message_id=failed.pk).target.extra_headers == {}
+    # A seed in the lane's settings fixes the answer.
+    seeded = {plans[0].lane_id: selectors.NextTurnSettings(sim.pk, "sim-fast", "", {"seed": 1})}
+    assert cs.compare_plan_retry(user=user, conversation_id=comparison.pk, message_id=again.assistant.pk,
+                                 settings=seeded).target.extra_headers == {}

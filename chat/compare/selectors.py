@@ -45,6 +45,7 @@ from chat.selectors import (
     _lane_busy,
     _prices,
     endpoint_for_turn,
+    simulator_take,
     title_from_message,
 )
 
@@ -143,15 +144,18 @@ def lane_settings(lane: Lane) -> NextTurnSettings:
 def _plan_for_lane(
     *, kind: str, conversation: Conversation, user: AbstractBaseUser, lane: Lane, s: NextTurnSettings,
     rows_out: list[Message], messages: tuple[ChatMessage, ...], turn_id: uuid.UUID, fields: dict[str, Any],
-    title: str, title_changed: bool, replaces_id: uuid.UUID | None = None,
+    title: str, title_changed: bool, replaces_id: uuid.UUID | None = None, attempt: int = 1,
 ) -> TurnPlan:
+    """One lane's turn. ``attempt``: 1 + the answers of this lane to the same prompt the user
+    got (a new answer asks the simulator for another take: chat.selectors.simulator_take)."""
     endpoint = _lane_endpoint(user, s)
     prompt_price, completion_price = _prices(endpoint, s.model)
     request = make_request(api_style=endpoint.api_style, model=s.model, system=s.system_prompt,
                            stored=s.params, messages=messages)
     return TurnPlan(
         kind=kind, conversation_id=conversation.pk, user_id=user.pk, lane_id=lane.pk, turn_id=turn_id,
-        rows=tuple(rows_out), conversation_fields=fields, attachment_ids=(), target=EndpointTarget.of(endpoint),
+        rows=tuple(rows_out), conversation_fields=fields, attachment_ids=(),
+        target=simulator_take(EndpointTarget.of(endpoint), model=s.model, params=s.params, attempt=attempt),
         request=request, prompt_price_per_mtok=prompt_price, completion_price_per_mtok=completion_price,
         title=title, title_changed=title_changed, replaces_id=replaces_id,
     )
@@ -262,9 +266,13 @@ def compare_plan_retry(
     turn_id = uuid.uuid4()
     now = timezone.now()
     answer = _answer(conversation, lane, endpoint, s, parent_id=u.pk, turn_id=turn_id, created_at=now)
+    # As in chat: a new answer asks for another take; a Retry of a failed answer asks again for
+    # the one that did not arrive.
+    received = sum(1 for m in rows.all if m.parent_id == u.pk and m.lane_id == lane.pk and m.role == "assistant"
+                   and m.run == 0 and m.status in (MessageStatus.COMPLETE, MessageStatus.STOPPED))
     return _plan_for_lane(kind="regenerate", conversation=conversation, user=user, lane=lane, s=s,
                           rows_out=[answer], messages=messages, turn_id=turn_id, fields={"updated_at": now},
-                          title=conversation.title, title_changed=False, replaces_id=old.pk)
+                          title=conversation.title, title_changed=False, replaces_id=old.pk, attempt=received + 1)
 
 
 def votes_by_turn(*, conversation: Conversation) -> dict[Any, Any]:
