@@ -23,7 +23,7 @@ $(UV): $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
 
 install: $(UV)
-	$(UV) sync --frozen --no-dev -q
+	$(UV) sync --frozen --no-dev --inexact -q
 
 install-test: $(UV)
 	$(UV) sync --frozen -q
