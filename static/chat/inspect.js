@@ -112,12 +112,10 @@
 
   // ---- copy and filter -------------------------------------------------------------------------
   function flash(btn, text) {
-    var label = btn.getAttribute("aria-label") || "";
     btn.setAttribute("data-copied", "1");
-    btn.setAttribute("aria-label", text);
     var live = document.getElementById("live-region");
-    if (live) { live.textContent = text; }
-    setTimeout(function () { btn.removeAttribute("data-copied"); if (label) btn.setAttribute("aria-label", label); }, 1200);
+    if (live) live.textContent = text;
+    setTimeout(function () { btn.removeAttribute("data-copied"); }, 1200);
   }
   function writeText(text, btn) {
     var done = function () { flash(btn, "Copied"); };
