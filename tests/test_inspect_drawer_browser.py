@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import create_first_account
-from tests.test_ui_browser import DESKTOP, PHONE, axe, no_sideways_scroll
+from tests.test_ui_browser import DESKTOP, PHONE, axe, no_sideways_scroll, shot
 
 pytestmark = [pytest.mark.browser]
 
@@ -57,6 +57,7 @@ def test_inspect_drawer_copy_filter_escape_and_this_turns_code(server, clip_page
     assert focused(pg, "#inspect-drawer .inspect-close")
     drawer = pg.locator("#inspect-drawer")
     assert "Inspect me please" in drawer.locator("#ins-request").inner_text()
+    shot(pg, "inspect-drawer")
     box = drawer.bounding_box()
     assert box["x"] > 400 and box["x"] + box["width"] <= DESKTOP["width"] + 1  # a drawer at the right side
     # Copy: the request JSON, the response text, one event.
@@ -115,6 +116,7 @@ def test_inspect_drawer_copy_filter_escape_and_this_turns_code(server, clip_page
     pg.click("#code-scope-this")
     pg.wait_for_selector("#code-dialog .code-view[data-scope=this]")
     assert "a draft for the next turn" not in pg.inner_text("#snippet-curl")
+    shot(pg, "code-this-turn")
     axe(pg, "code dialog, this turn")
     pg.keyboard.press("Escape")
     pg.wait_for_selector("#code-dialog", state="hidden")

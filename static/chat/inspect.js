@@ -54,6 +54,7 @@
     var art = answerOf(mid); if (art) art.classList.add("inspecting");
     setStatus(d, "Loading the turn's record…");
     if (!d.open) d.show();
+    if (art) setTimeout(function () { art.scrollIntoView({ block: "nearest" }); }, 0);  // after the thread narrows
     fetch(link.getAttribute("href"), { headers: { "HX-Request": "true" }, credentials: "same-origin" })
       .then(function (r) {
         if (!r.ok) throw new Error(r.status === 404 ? "This turn is not yours or no longer exists (HTTP 404)." : "Could not load the record (HTTP " + r.status + ").");
