@@ -9,7 +9,8 @@ the base URL keeps the stored scheme, host and port (the rule of
 :func:`chat.services.endpoint_update`), so a stored key can never be sent to another host by
 editing the URL and pressing Test.
 
-May import: asgiref, chat.providers, chat.services (``base_url_origin`` only).
+May import: asgiref, django.conf (the simulator key), chat.providers, chat.services
+(``base_url_origin`` only).
 """
 
 from __future__ import annotations

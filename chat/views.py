@@ -5,7 +5,7 @@ connection), the chat page with its sidebar, and per-message Inspect. Every view
 the requesting user through ``selectors.*_get_for_user`` (another user's ids give 404).
 
 May import: Django, django-htmx, chat.forms, chat.selectors, chat.services, chat.frames,
-chat.turns (read-only live views), chat.providers.
+chat.turns (read-only live views), chat.providers, chat.connection (Test connection), chat.codegen.
 """
 
 from __future__ import annotations
