@@ -496,3 +496,72 @@ def audio_snippets(build_request: Any, config: EndpointConfig, request: Any, *, 
            ""]
     return Snippets(url=url, body=fields, curl=curl, python=python, javascript="\n".join(js), key_env=key_env,
                     header_envs=header_envs)
+
+
+# ---- "this turn": the request a turn sent, as recorded -----------------------------------
+
+#: What a recorded secret header value looks like (chat.providers.base.REDACTED).
+_REDACTED = "[REDACTED]"
+_SHORTENED = re.compile(r"… \([\d,]+ characters\)$")
+
+
+def _shortened(value: Any) -> bool:
+    """Whether the recorded body holds a string Inspect shortened (base64 media)."""
+    if isinstance(value, dict):
+        return any(_shortened(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_shortened(v) for v in value)
+    return isinstance(value, str) and bool(_SHORTENED.search(value))
+
+
+@dataclass(frozen=True)
+class RecordedSnippets:
+    """:class:`Snippets` of a recorded request plus ``shortened``: whether the record cut long
+    strings (attachments' base64), so the snippet sends the shortened text."""
+
+    s: Snippets
+    shortened: bool
+
+
+def snippets_recorded(recorded: dict[str, Any], *, api_style: str, endpoint_name: str,
+                      header_names: list[str] | tuple[str, ...] = ()) -> RecordedSnippets | None:
+    """Snippets of the request one turn sent, from its Inspect record
+    (``{"url", "headers", "body"}``, secret values already ``[REDACTED]``): the same URL,
+    headers and body, each redacted value an environment variable. ``Authorization`` /
+    ``x-api-key`` become the key's variable (``Bearer`` form for ``Authorization``) unless
+    ``header_names`` (the endpoint's extra header names) holds them; any other redacted header
+    gets its own ``HEADER_*`` variable. None when the record has no URL or body (turns
+    recorded before the record kept them). Pure; raises nothing."""
+    url, headers, body = recorded.get("url"), recorded.get("headers"), recorded.get("body")
+    if not isinstance(url, str) or not isinstance(headers, dict) or not isinstance(body, dict):
+        return None
+    extra = {n.lower() for n in header_names}
+    secret = [k for k, v in headers.items() if v == _REDACTED]
+    uses_key = any(k.lower() in ("authorization", "x-api-key") and k.lower() not in extra for k in secret)
+    key_env = env_name(endpoint_name) if uses_key else ""
+    header_envs = _header_envs([k for k in secret if k.lower() in extra or k.lower() not in ("authorization", "x-api-key")],
+                               {key_env} if key_env else set())
+    sent: dict[str, str] = {}
+    for name, value in headers.items():
+        value = str(value)
+        if name in header_envs:
+            value = f"__ENV:{header_envs[name]}__"
+        elif value == _REDACTED and name.lower() == "authorization":
+            value = f"Bearer __ENV:{key_env}__"
+        elif value == _REDACTED:
+            value = f"__ENV:{key_env}__"
+        sent[name] = value
+    style = api_style if api_style in _SDK_ARGS else "openai_chat"
+    if style == "anthropic_messages" and not url.endswith("/v1/messages"):
+        python = _python_stdlib(url, sent, body, (
+            "The anthropic SDK always calls <base_url>/v1/messages, and this endpoint's URL does not "
+            "end in /v1/messages,\n# so this uses the standard library (no package to install)."
+        ))
+        python_sdk = ""
+    else:
+        python = _python_sdk(style, url, sent, body, key_env)
+        python_sdk = "anthropic" if style == "anthropic_messages" else "openai"
+    s = Snippets(url=url, body=body, curl=_curl(url, sent, body), python=python,
+                 javascript=_javascript(url, sent, body), key_env=key_env, header_envs=header_envs,
+                 python_sdk=python_sdk)
+    return RecordedSnippets(s=s, shortened=_shortened(body))

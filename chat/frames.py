@@ -132,6 +132,7 @@ class MessageView:
         return {
             "raw": url_for("chat:message_raw", self.id), "edit": url_for("chat:message_edit_form", self.id),
             "inspect": url_for("chat:message_inspect", self.id),
+            "code": url_for("chat:message_code", self.id),
             "fork": url_for("chat:conversation_fork", self.conversation_id) if self.conversation_id else "",
         }
 

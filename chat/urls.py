@@ -22,6 +22,7 @@ urlpatterns = [
     path("m/<uuid:message_id>/inspect/", views.message_inspect, name="message_inspect"),
     path("m/<uuid:message_id>/raw/", views.message_raw, name="message_raw"),
     path("m/<uuid:message_id>/edit/", views.message_edit_form, name="message_edit_form"),
+    path("m/<uuid:message_id>/code/", views.message_code, name="message_code"),
     path("c/<int:conversation_id>/code/", views.conversation_code, name="conversation_code"),
     path("attachments/", views.attachment_upload, name="attachment_upload"),
     path("a/<uuid:attachment_id>/", views.attachment_get, name="attachment"),
@@ -31,6 +32,7 @@ urlpatterns = [
     path("endpoints/<int:endpoint_id>/", views.endpoint_edit, name="endpoint_edit"),
     path("endpoints/<int:endpoint_id>/delete/", views.endpoint_delete, name="endpoint_delete"),
     path("endpoints/<int:endpoint_id>/test/", views.endpoint_test, name="endpoint_test"),
+    path("endpoints/test/", views.endpoint_test_unsaved, name="endpoint_test_unsaved"),
     path("endpoints/<int:endpoint_id>/models/", views.endpoint_models, name="endpoint_models"),
     path("users/", views.users, name="users"),
     # Side-by-side comparison (chat.compare).

@@ -5,7 +5,7 @@ connection), the chat page with its sidebar, and per-message Inspect. Every view
 the requesting user through ``selectors.*_get_for_user`` (another user's ids give 404).
 
 May import: Django, django-htmx, chat.forms, chat.selectors, chat.services, chat.frames,
-chat.turns (read-only live views), chat.providers.
+chat.turns (read-only live views), chat.providers, chat.connection (Test connection), chat.codegen.
 """
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
-from chat import forms, frames, selectors, services
+from chat import connection, forms, frames, selectors, services
 from chat.middleware import reset_cache, users_exist
 from chat.models import SiteSettings
-from chat.providers import get_adapter
 from chat.providers.base import EndpointConfig, ProviderError
-from chat.providers.http import get_client
 from chat.teams import selectors as team_selectors
 from chat.turns import registry
 
@@ -216,10 +215,7 @@ def endpoint_base_url_for_request(request: HttpRequest, base_url: str) -> str:
     return base_url
 
 
-async def _list_models(config: EndpointConfig) -> list[dict[str, Any]]:
-    adapter = get_adapter(config.api_style)
-    infos = await adapter.list_models(get_client(), config)
-    return [vars(i) if not hasattr(i, "__dataclass_fields__") else {k: getattr(i, k) for k in i.__dataclass_fields__} for i in infos]
+_list_models = connection.list_models
 
 
 @require_POST
@@ -231,20 +227,53 @@ def endpoint_test(request: HttpRequest, endpoint_id: int) -> HttpResponse:
         api_key=endpoint.get_api_key(), extra_headers=endpoint.get_extra_headers(),
         api_style=endpoint.api_style, stream_options=endpoint.stream_options,
     )
-    error = None
-    models: list[dict[str, Any]] = []
-    try:
-        if not endpoint.is_simulator:
-            from chat.providers.http import check_base_url
-
-            check_base_url(config.base_url, allow_private=_allow_private())
-        models = async_to_sync(_list_models)(config)
+    models, error = connection.check(config, is_simulator=endpoint.is_simulator, allow_private=_allow_private())
+    if error is None:
         services.endpoint_set_models(endpoint_id=endpoint.pk, models=models)
-    except ProviderError as exc:
-        error = exc.as_dict()
-    except ValueError as exc:
-        error = {"message": str(exc), "code": "base_url_refused"}
     return render(request, "chat/endpoints.html#models", {"endpoint": endpoint, "models": models, "error": error})
+
+
+@require_POST
+def endpoint_test_unsaved(request: HttpRequest) -> HttpResponse:
+    """"Test connection" on the new/edit form: the same check as :func:`endpoint_test` with the
+    values typed (base URL, API style, key, headers), saving nothing (no row, no model cache).
+
+    POST: the endpoint form's fields, plus ``endpoint_id`` when editing (must be an endpoint the
+    user may edit, else 404): a blank key or blank headers then mean the stored ones, sent only
+    while the base URL keeps their scheme, host and port (:func:`chat.connection.probe_secrets`).
+    The base URL follows the form's rules. Returns the result partial (htmx), or the form page
+    with the result without JavaScript; neither contains the key or header values."""
+    endpoint_id = request.POST.get("endpoint_id") or None
+    endpoint = selectors.endpoint_get_for_user(user=request.user, endpoint_id=endpoint_id) if endpoint_id else None
+    form = forms.EndpointForm(request.POST, instance=copy.copy(endpoint) if endpoint else None, allow_private=_allow_private())
+    form.is_valid()
+    data = form.cleaned_data
+    problems = {k: v for k, v in form.errors.items() if k in ("base_url", "api_style", "extra_headers", "api_key")}
+    models: list[dict[str, Any]] = []
+    error = None
+    if problems:
+        error = {"message": " ".join(str(m) for msgs in problems.values() for m in msgs), "code": "invalid_settings"}
+    else:
+        key, headers = connection.probe_secrets(
+            stored=endpoint, base_url=data["base_url"], api_key=data.get("api_key") or "",
+            extra_headers=data.get("extra_headers"), clear_api_key=bool(data.get("clear_api_key")),
+            clear_extra_headers=bool(data.get("clear_extra_headers")),
+        )
+        config = EndpointConfig(
+            base_url=endpoint_base_url_for_request(request, data["base_url"]), api_key=key, extra_headers=headers,
+            api_style=data["api_style"], stream_options=bool(data.get("stream_options")),
+        )
+        models, error = connection.check(config, is_simulator=data["base_url"].startswith("sim://"),
+                                         allow_private=_allow_private())
+    result = {"endpoint": None, "models": models, "error": error, "unsaved": True}
+    if request.htmx:
+        return render(request, "chat/endpoints.html#models", result)
+    return render(
+        request, "chat/endpoint_form.html",
+        {"form": form, "endpoint": endpoint, "presets": services.PRESETS, "test_result": result,
+         "new_for_team": _workspace_team_owned(request) if endpoint is None else None,
+         "presets_json": json.dumps({k: {"base_url": v[0], "api_style": str(v[1])} for k, v in services.PRESETS.items()})},
+    )
 
 
 def endpoint_models(request: HttpRequest, endpoint_id: int) -> HttpResponse:
@@ -410,16 +439,57 @@ def message_edit_form(request: HttpRequest, message_id: str) -> HttpResponse:
 
 @require_GET
 def message_inspect(request: HttpRequest, message_id: str) -> HttpResponse:
-    """The request sent (key redacted) and the raw upstream events of one turn."""
+    """The request sent (key redacted) and the raw upstream events of one turn: a page, or
+    (htmx) the drawer's fragment beside the answer on the chat page."""
     message = selectors.message_get_for_user(user=request.user, message_id=message_id)
     selectors.refuse_if_blind(message.conversation)
     inspect = message.inspect or {}
-    return render(request, "chat/inspect.html", {
+    events = inspect.get("events", [])
+    response = render(request, "chat/inspect.html#drawer" if request.htmx else "chat/inspect.html", {
         "message": message,
         "request_json": json.dumps(inspect.get("request", {}), indent=2, ensure_ascii=False),
-        "events": inspect.get("events", []),
+        "events": events,
         "inspect": inspect,
+        "drawer": bool(request.htmx),
     })
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@require_GET
+def message_code(request: HttpRequest, message_id: str) -> HttpResponse:
+    """"View code" of one finished turn: the exact request it sent (its Inspect record) as
+    curl, Python and JavaScript, secrets as environment variables. A page, or (htmx) the code
+    dialog's body. Another user's message: 404."""
+    from chat.codegen import snippets_recorded
+
+    message = selectors.message_get_for_user(user=request.user, message_id=message_id)
+    selectors.refuse_if_blind(message.conversation)
+    snap = message.settings_snapshot or {}
+    header_names: list[str] = []
+    if snap.get("endpoint_id"):
+        try:
+            header_names = list(selectors.endpoint_usable_get_for_user(
+                user=request.user, endpoint_id=snap["endpoint_id"]).extra_header_names)
+        except Http404:
+            pass
+    recorded = snippets_recorded(
+        (message.inspect or {}).get("request") or {}, api_style=str(snap.get("api_style") or "openai_chat"),
+        endpoint_name=str(snap.get("endpoint_name") or "playground"), header_names=header_names,
+    )
+    context = {
+        "s": recorded.s if recorded else None, "shortened": recorded.shortened if recorded else False,
+        "turn": message, "endpoint": {"name": snap.get("endpoint_name") or "the endpoint",
+                                      "is_simulator": str(snap.get("base_url", "")).startswith("sim://")},
+        "refusal": None if recorded else "No request was recorded for this turn (it was added by hand, or recorded "
+                                         "before requests were kept), so there is no code to show.",
+    }
+    if request.htmx:
+        response = render(request, "chat/code.html" if recorded else "chat/code.html#problem", context)
+    else:
+        response = render(request, "chat/turn_code.html", context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 # ---- attachments ---------------------------------------------------------------------------

@@ -309,3 +309,49 @@ def test_python_snippet_is_python_for_every_style() -> None:
             compile(s.python, "snippet.py", "exec")
             assert "'Say \"true\" and \\'false\\' or null;" in s.python
 
+
+
+# ---- "this turn": the request one turn sent, from its Inspect record (issue 10) ------------
+
+
+def recorded_request(cfg: EndpointConfig, req: ChatRequest) -> dict:
+    """What a turn keeps of its request: the runner's own ``_request_for_inspect`` (secret
+    header values ``[REDACTED]``, secrets scrubbed), on a stand-in with the turn's spec."""
+    from types import SimpleNamespace
+
+    from chat.providers.errors import secret_variants
+    from chat.turns import TurnRunner
+
+    runner = SimpleNamespace(turn=SimpleNamespace(spec=SimpleNamespace(config=cfg, request=req)),
+                             _secrets=secret_variants(cfg.secrets()))
+    return TurnRunner._request_for_inspect(runner)
+
+
+@pytest.mark.parametrize("auth", list(AUTH))
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("style", STYLES)
+def test_this_turn_snippet_sends_the_recorded_request(style, lang, auth, fresh_sim, tmp_path, request) -> None:  # noqa: ANN001
+    from chat.codegen import snippets_recorded
+
+    needs(lang, request)
+    cfg = config(style, fresh_sim.base_url, auth)
+    req = rich_request(style)
+    recorded = recorded_request(cfg, req)
+    r = snippets_recorded(recorded, api_style=style, endpoint_name=f"sim {style}",
+                          header_names=list(cfg.extra_headers))
+    assert r is not None and not r.shortened
+    s = r.s
+    assert_no_secret(s, cfg)
+    assert "[REDACTED]" not in s.curl + s.python + s.javascript
+    assert s.body == recorded["body"] == get_adapter(style).build_request(cfg, req)[2]
+    assert s.key_env == (env_name(f"sim {style}") if cfg.api_key else "")
+    send_as_relay(cfg, req)
+    out = run(lang, code_of(s, lang), env_for(s, cfg), tmp_path)
+    check_same_as_relay(fresh_sim, lang, out)
+
+
+def test_this_turn_without_a_full_record_has_no_snippet() -> None:
+    from chat.codegen import snippets_recorded
+
+    assert snippets_recorded({}, api_style="openai_chat", endpoint_name="x") is None
+    assert snippets_recorded({"model": "m", "messages": []}, api_style="openai_chat", endpoint_name="x") is None

@@ -129,7 +129,7 @@ def test_use_prompt_in_compare_pick_version_save_lane_and_blind_hides_models(ser
         u = str(mid)
         if len(u) == 32:
             u = f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}"
-        urls += [f"/m/{u}/inspect/", f"/m/{u}/raw/", f"/m/{u}/edit/"]
+        urls += [f"/m/{u}/code/", f"/m/{u}/inspect/", f"/m/{u}/raw/", f"/m/{u}/edit/"]
     for url in urls:
         body = pg.request.get(server.url + url).text()
         assert NEEDLE not in body, url

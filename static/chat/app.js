@@ -285,7 +285,7 @@
       // Warn before sending images to a model that /models says cannot read them.
       var model = (document.getElementById("model") || {}).value || "";
       var opt = document.querySelector('#model-list option[value="' + CSS.escape(model) + '"]');
-      var hasImage = Array.prototype.some.call(document.querySelectorAll("#attach-chips .chip"), function (c) { return c.textContent.indexOf("🖼") >= 0; });
+      var hasImage = !!document.querySelector('#attach-chips .chip[data-kind="image"]');
       if (hasImage && opt && opt.dataset.inputs && opt.dataset.inputs.split(" ").indexOf("image") < 0 &&
           !window.confirm("According to GET /models, " + model + " reads only: " + opt.dataset.inputs + ". Send the image anyway?")) {
         e.preventDefault(); return;
@@ -407,6 +407,19 @@
       else { b.disabled = false; if (cd) cd.textContent = ""; b.removeAttribute("data-retry-after"); }
     });
   }, 250);
+
+  // Inline SVG icons for buttons made here (the templates use ui/icon.html): decorative, the
+  // button carries the name.
+  var ICONS = { close: "M6 6l12 12M18 6L6 18", down: "M12 5v14M6 13l6 6 6-6" };
+  function icon(name) {
+    var NS = "http://www.w3.org/2000/svg", svg = document.createElementNS(NS, "svg"), path = document.createElementNS(NS, "path");
+    svg.setAttribute("class", "icon"); svg.setAttribute("aria-hidden", "true"); svg.setAttribute("focusable", "false");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    path.setAttribute("d", ICONS[name]); path.setAttribute("fill", "none"); path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "2.2"); path.setAttribute("stroke-linecap", "round"); path.setAttribute("stroke-linejoin", "round");
+    svg.appendChild(path);
+    return svg;
+  }
 
   // Copy buttons.
   function copy(text, btn) {
@@ -582,7 +595,7 @@
   function errorChip(text) {
     var chip = document.createElement("span"), rm = document.createElement("button");
     chip.className = "chip chip-error"; chip.setAttribute("role", "alert"); chip.textContent = text;
-    rm.type = "button"; rm.className = "chip-remove"; rm.title = "Dismiss"; rm.textContent = "✕";
+    rm.type = "button"; rm.className = "chip-remove"; rm.title = "Dismiss"; rm.setAttribute("aria-label", "Dismiss"); rm.appendChild(icon("close"));
     chip.appendChild(rm);
     document.getElementById("attach-chips").appendChild(chip);
   }
@@ -823,7 +836,9 @@
         var chat = document.querySelector(".chat");
         if (!chat) return;
         p = document.createElement("button");
-        p.type = "button"; p.id = "new-output"; p.className = "new-output primary"; p.textContent = "↓ new output";
+        p.type = "button"; p.id = "new-output"; p.className = "new-output primary";
+        p.appendChild(icon("down")); p.appendChild(document.createTextNode(" new output"));
+        p.setAttribute("aria-label", "New output below: scroll to the end");
         chat.appendChild(p);
       }
       p.hidden = false;

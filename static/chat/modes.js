@@ -72,6 +72,7 @@
   // Record in the browser (MediaRecorder); the recording becomes the form's file.
   function recorder(button, input) {
     const state = document.getElementById("record-state");
+    const label = button.querySelector(".rec-label") || button;
     if (!window.MediaRecorder || !navigator.mediaDevices) { button.disabled = true; state.textContent = "Recording is not available in this browser."; return; }
     let rec = null;
     let chunks = [];
@@ -91,11 +92,11 @@
           dt.items.add(fileObj);
           input.files = dt.files;
           checkFile(input);
-          button.textContent = "● Record";
+          label.textContent = "Record"; button.setAttribute("aria-pressed", "false");
           state.textContent = "Recorded " + fileObj.size.toLocaleString() + " bytes (" + type + ").";
         });
         rec.start();
-        button.textContent = "■ Stop recording";
+        label.textContent = "Stop recording"; button.setAttribute("aria-pressed", "true");
         state.textContent = "Recording…";
       } catch (err) {
         state.textContent = "Cannot record: " + err.message;
