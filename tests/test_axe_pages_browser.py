@@ -2,7 +2,8 @@
 at 1280 and 375 px: compare (start, a comparison with answers, the leaderboard),
 prompts (list, detail, edit, diff, test set, run), modes (completion, embeddings, audio, a run,
 its code and Inspect pages), teams (list, a team, usage), sharing (the list and a shared view).
-No serious or critical violation on any of them (all pages' violations are reported together).
+No serious or critical violation on any of them, and at 375 px none scrolls sideways (all
+pages' problems are reported together).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import pytest
 
 from tests.conftest import create_first_account
+from tests.test_phone_pages_browser import WIDE
 from tests.test_ui_browser import DESKTOP, PHONE, axe
 
 pytestmark = [pytest.mark.browser]
@@ -117,6 +119,10 @@ def test_axe_on_compare_prompts_modes_teams_sharing_pages(server, page) -> None:
                 pg.wait_for_load_state("load")
                 if name == "comparison":
                     pg.wait_for_selector("#conn-state.ok")
+                if size == PHONE:
+                    width = pg.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+                    if width[0] > width[1]:
+                        problems.append(f"{name} ({url}) {scheme} scrolls sideways: {width} {pg.evaluate(WIDE)}")
                 try:
                     axe(pg, f"{name} ({url}) {scheme} {size['width']}")
                 except AssertionError as exc:
