@@ -214,10 +214,16 @@ def conversation_create(*, user: AbstractBaseUser, endpoint: Endpoint | None = N
 
 def conversation_create_like_last(*, user: AbstractBaseUser) -> Conversation:
     """A new conversation that starts with the endpoint, model, system prompt and parameters of
-    the user's most recently active conversation (``updated_at``), not the endpoint defaults; the
-    first conversation (or one whose endpoint is gone) falls back to :func:`conversation_create`."""
+    the user's most recently active chat (``updated_at``), not the endpoint defaults. Only a chat
+    the user sees in the sidebar counts (not a comparison or a prompt test-set run's chat) and only
+    on an endpoint the user may still use (their own or a team's); otherwise
+    :func:`conversation_create`."""
     last = (
-        Conversation.objects.filter(owner=user, endpoint__owner=user)
+        Conversation.objects.filter(
+            owner=user, kind="chat",
+            endpoint__in=selectors.endpoint_list_for_user(user=user).values("pk"),
+        )
+        .exclude(pk__in=selectors.prompt_run_conversation_ids(user=user))
         .only("endpoint", "model", "system_prompt", "params")
         .order_by("-updated_at", "-id")
         .first()
