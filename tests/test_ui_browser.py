@@ -399,8 +399,18 @@ def test_deleting_a_conversation_can_be_undone(server, page) -> None:  # noqa: A
     pg.wait_for_selector(".toast button.undo")
     assert focused_in(pg, ".toast button.undo"), active(pg)
     axe(pg, "undo toast")
+    # Nothing can be sent into the chat while it waits to be deleted.
+    assert pg.is_disabled("#content") and pg.is_disabled("#send")
+    sent = len(server.sim_requests())
+    pg.evaluate("() => { const c = document.getElementById('content'); c.disabled = false; c.value = 'sneaked in';"
+                " document.getElementById('send').disabled = false; document.getElementById('send').form.requestSubmit(); }")
+    pg.wait_for_timeout(500)
+    assert len(server.sim_requests()) == sent and server.query("select count(*) from chat_message where content = 'sneaked in'")[0][0] == 0
+    pg.focus(".toast button.undo")
     pg.keyboard.press("Enter")
     pg.wait_for_selector(".toast", state="detached")
+    assert pg.is_enabled("#content") and pg.is_enabled("#send")
+    assert "deleted" not in pg.get_attribute("#content", "placeholder")
     pg.wait_for_timeout(6500)
     assert server.query(count)[0][0] == 1 and "/c/" in pg.url
     # Without Undo it goes after a few seconds.

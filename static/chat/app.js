@@ -302,7 +302,7 @@
       if (e.detail.parameters.mode === "append") appendPending = true;
       var send = document.getElementById("send");
       if (send) send.disabled = true;
-      setTimeout(function () { if (send) send.disabled = false; }, 1500);
+      setTimeout(function () { if (send) send.disabled = document.body.classList.contains("chat-deleting"); }, 1500);
     }
   });
 
@@ -325,7 +325,7 @@
     if (e.target === document.getElementById("composer")) {
       pendingTurn = null; appendPending = false;
       var send = document.getElementById("send");
-      if (send) send.disabled = false;
+      if (send) send.disabled = document.body.classList.contains("chat-deleting");
     }
     notice("Not sent: this message is " + (size / 1048576).toFixed(2) + " MiB and the server takes at most " +
       (max / 1048576).toFixed(2) + " MiB per message. Shorten the text, the system prompt, the schema or the tools " +
@@ -342,7 +342,7 @@
     if (role) role.value = "user";  // a prefill or system message is a one-off: the next one is the user's
     pendingTurn = null;
     var send = document.getElementById("send");
-    if (send) send.disabled = false;
+    if (send) send.disabled = document.body.classList.contains("chat-deleting");
     ui.dropEcho();
     // A notice about an earlier send (refused, too large) is gone with its cause.
     var n = document.getElementById("notice");
@@ -908,6 +908,10 @@
       var row = form.closest("#conversation-list li");
       if (row) { var menu = row.querySelector("details.row-menu"); if (menu) menu.open = false; row.hidden = true; }
       ensureCsrf(form);
+      // Deleting the chat this page shows: nothing can be sent into it while Undo is offered
+      // (a turn would run and then be deleted with the chat).
+      var own = !form.hasAttribute("data-undo-stay");
+      if (own) holdComposer(true);
       var timer = setTimeout(function () {
         pendingDelete = null;
         if (form.hasAttribute("data-undo-stay")) stayDelete(form, toast, row); else form.submit();
@@ -915,12 +919,24 @@
       pendingDelete = { form: form, timer: timer, toast: toast, row: row };
       undo.addEventListener("click", function () {
         clearTimeout(timer); pendingDelete = null; toast.remove();
+        if (own) holdComposer(false);
         if (row) row.hidden = false;
         var b = row ? row.querySelector("details.row-menu > summary") : form.querySelector("button"); if (b) b.focus();
         say("Delete undone.");
       });
       undo.focus();
     }
+    function holdComposer(on) {
+      document.body.classList.toggle("chat-deleting", on);
+      ["content", "send"].forEach(function (id) { var el = $(id); if (el) el.disabled = on; });
+      var c = $("content");
+      if (!c) return;
+      if (on) { c.dataset.placeholder = c.placeholder; c.placeholder = "This chat is being deleted (Undo keeps it)."; }
+      else if (c.dataset.placeholder) c.placeholder = c.dataset.placeholder;
+    }
+    document.addEventListener("htmx:wsConfigSend", function (e) {
+      if (document.body.classList.contains("chat-deleting")) { e.preventDefault(); say("This chat is being deleted: Undo keeps it."); }
+    });
     // Forms rendered into websocket frames have no CSRF field: take the page's token.
     function ensureCsrf(form) {
       var field = form.querySelector("input[name=csrfmiddlewaretoken]");
