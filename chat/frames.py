@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import html
 import math
+import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -125,6 +126,16 @@ class MessageView:
     @property
     def k(self) -> str:
         return key(self.id)
+
+    @property
+    def retry_wait_s(self) -> float:
+        """Seconds until Retry is worth pressing after a rate limit (``Retry-After``): what is
+        left of it since the error (``error.retry_at``), 0 once passed; rows from before
+        ``retry_at`` was stored count the whole ``retry_after_s``."""
+        at, after = self.error.get("retry_at"), self.error.get("retry_after_s")
+        if isinstance(at, (int, float)):
+            return max(0.0, float(at) - time.time())
+        return float(after) if isinstance(after, (int, float)) and after > 0 else 0.0
 
     @cached_property
     def urls(self) -> dict[str, str]:

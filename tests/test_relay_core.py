@@ -429,6 +429,27 @@ def test_retry_after_is_whole_seconds_in_the_hint_and_the_button() -> None:
     assert "in 30 s" in html and "29.0266" not in html.split("data-retry-after")[1][20:]
 
 
+def test_the_retry_after_countdown_counts_what_is_left_after_a_reload() -> None:
+    """A page drawn later (reload, another tab, the compare page) counts down what is left of
+    Retry-After since the error, not the whole wait again; once passed, Retry is enabled."""
+    import time
+
+    from chat import frames
+    from chat.providers.base import ProviderError
+
+    stored = ProviderError("slow down", status=429, code="rate_limit_exceeded", retry_after_s=10).as_dict()
+    assert abs(stored["retry_at"] - (time.time() + 10)) < 2
+    later = dict(stored, retry_at=time.time() + 4.2)  # drawn about 6 s after the error
+    html = frames.final_full(frames.MessageView(id=uuid.uuid4(), role="assistant", status="error", error=later,
+                                                conversation_id=1))
+    assert "in 5 s" in html and "in 10 s" not in html
+    passed = dict(stored, retry_at=time.time() - 600)  # an old rate limit
+    html = frames.final_full(frames.MessageView(id=uuid.uuid4(), role="assistant", status="error", error=passed,
+                                                conversation_id=1))
+    button = html.split('class="retry"')[1].split("</button>")[0]
+    assert "disabled" not in button and "data-retry-after" not in button and "countdown" not in button
+
+
 @pytest.mark.parametrize("finish,reasoning,expected", [
     ("stop", "", "The model returned no text (finish reason: stop)."),
     ("length", "I need to think about every case in turn...",

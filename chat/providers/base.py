@@ -24,6 +24,7 @@ import dataclasses
 import json
 import re
 import secrets as _secrets
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -634,6 +635,9 @@ class ProviderError(Exception):
             "param": self.param,
             "request_id": self.request_id,
             "retry_after_s": self.retry_after_s,
+            # When Retry becomes worth pressing (epoch seconds): a page drawn later (a reload,
+            # another tab) counts down what is left, not Retry-After again.
+            "retry_at": round(time.time() + self.retry_after_s, 3) if self.retry_after_s else None,
             "body_excerpt": self.body_excerpt,
         }
 
