@@ -36,8 +36,12 @@ def test_tools_round_trip(server, page) -> None:  # noqa: ANN001
     args = json.loads(pg.inner_text(".tool-call .tool-args"))
     assert "city" in args
     assert "\n" in pg.inner_text(".tool-call .tool-args")  # pretty-printed
-    pg.fill(".tool-result-form textarea", '{"temp_c": 21}')
-    pg.click(".tool-result-form button[type=submit]")
+    # The result box works like the composer: Shift+Enter adds a line, Enter sends.
+    pg.fill(".tool-result-form textarea", '{"temp_c":')
+    pg.press(".tool-result-form textarea", "Shift+Enter")
+    pg.type(".tool-result-form textarea", " 21}")
+    assert pg.locator(".msg-tool").count() == 0
+    pg.press(".tool-result-form textarea", "Enter")
     pg.wait_for_selector(".msg-tool")
     pg.wait_for_function("() => document.querySelectorAll('.msg-assistant.status-complete').length >= 2")
     assert "The tool returned" in pg.locator(".msg-assistant .answer").last.inner_text()

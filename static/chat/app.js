@@ -257,6 +257,13 @@
       e.preventDefault();
       var form = document.getElementById("composer");
       if (ta.value.trim() && form) form.requestSubmit();
+      return;
+    }
+    // A tool result box works like the composer: Enter sends the result, Shift+Enter adds a line.
+    var tool = ta && ta.tagName === "TEXTAREA" && ta.closest && ta.closest("form.tool-result-form");
+    if (tool && e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      if (ta.value.trim()) tool.requestSubmit();
     }
   });
 
