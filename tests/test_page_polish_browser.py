@@ -63,3 +63,21 @@ def test_comparison_title_appears_live_and_equal_lanes_stay_distinct(server, pag
     # The title survives a reload (it was stored, not only shown).
     pg.reload()
     assert pg.input_value("#compare-title") == "Rivers in two sentences"
+
+
+def test_a_double_click_on_regenerate_regenerates_once_without_a_false_error(server, page) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    pg.wait_for_selector("#conn-state.ok")
+    pg.fill("#model", "sim-fast?ttft_ms=300&delay_ms=5&length=20&reasoning=0")
+    pg.fill("#content", "Once please")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector(".msg-assistant.status-complete")
+    before = len([r for r in server.sim_requests() if r["path"].endswith("/chat/completions")])
+    pg.dblclick(".msg-assistant button.regenerate")
+    pg.wait_for_selector(".msg-assistant.status-complete .siblings")
+    pg.wait_for_function("() => document.querySelector('.msg-assistant .siblings').textContent.includes('2/2')")
+    pg.wait_for_timeout(500)
+    assert "not on the current branch" not in pg.inner_text("#notice")
+    after = len([r for r in server.sim_requests() if r["path"].endswith("/chat/completions")])
+    assert after - before == 1

@@ -267,6 +267,17 @@
     }
   });
 
+  // An answer's action (Regenerate, Retry, Continue…) goes once: a double click would ask again
+  // about an answer the first click already replaced ("not on the current branch"). The server
+  // redraws the message; if it refuses instead, the buttons come back after a moment.
+  document.addEventListener("htmx:wsConfigSend", function (e) {
+    var b = e.target;
+    if (e.defaultPrevented || !(b && b.tagName === "BUTTON" && b.closest && b.closest(".msg-actions"))) return;
+    var row = b.closest(".msg-actions"), held = [];
+    row.querySelectorAll("button[ws-send]:not([disabled])").forEach(function (x) { x.disabled = true; held.push(x); });
+    setTimeout(function () { held.forEach(function (x) { if (x.isConnected) x.disabled = false; }); }, 2000);
+  });
+
   // Remember which turn we sent; the text stays in the box until the server shows the message.
   document.addEventListener("htmx:wsConfigSend", function (e) {
     var form = document.getElementById("composer");
