@@ -19,7 +19,8 @@ WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 760, 240, 56, 28, 12
 @dataclass
 class Chart:
     """``bars``: ``{x, y, w, h, fill, title}`` rectangles; ``legend``: ``{model, fill}``;
-    ``ticks``: ``{y, label}`` of the value axis; ``days``: ``{x, label}`` of some days;
+    ``ticks``: ``{y, label}`` of the value axis; ``days``: ``{x, label}`` of some days (every
+    ``ndays // 8``-th, counted back from the last, which is always labelled);
     ``empty`` when nothing was used in the range. Sizes in SVG user units."""
 
     width: int = WIDTH
@@ -78,7 +79,7 @@ def stacked_by_model(daily: list[dict[str, Any]], *, since: dt.date, until: dt.d
     for i in range(ndays):
         day = since + dt.timedelta(days=i)
         x = LEFT + i * slot + (slot - bar_w) / 2
-        if i % step == 0:
+        if (ndays - 1 - i) % step == 0:  # counted back from the last day, so today is labelled
             c.days.append({"x": round(x + bar_w / 2, 1), "label": day.strftime("%b %d")})
         y = float(c.base)
         for model, v in sorted(per_day.get(day, []), key=lambda p: models.index(p[0])):
