@@ -1113,7 +1113,8 @@ SIMULATOR_OPTIONS = "x-simulator-options"
 
 
 def _builtin_simulator(spec: TurnSpec) -> bool:
-    return bool(getattr(getattr(spec.plan, "target", None), "is_simulator", False))
+    """Whether the turn goes to the built-in simulator (its options header is not a secret)."""
+    return bool(getattr(getattr(getattr(spec, "plan", None), "target", None), "is_simulator", False))
 
 
 def _secret_values(spec: TurnSpec) -> list[str]:
