@@ -139,3 +139,13 @@ def test_new_chat_from_a_prompt_menu_lists_the_users_prompts(client: Client, ali
     assert resp.status_code == 302
     new = Conversation.objects.get(pk=int(resp.url.strip("/").split("/")[-1]))
     assert new.pk != conv.pk and new.system_prompt == "Write haiku."
+
+
+def test_a_match_late_in_a_long_title_is_shown_not_cut_off(client: Client, alice) -> None:  # noqa: ANN001
+    """The sidebar cuts long titles with an ellipsis: a title match keeps the words before the
+    match short (…and the last 24 characters) so the marked match is on screen."""
+    conv = chat(alice, "Tell me about the history of navigation before the speed of light was measured", "hi")
+    r = row(client.get("/c/sidebar/", {"q": "speed"}).content.decode(), conv)
+    title = re.search(r'<span class="conv-title title-hit">(.*?)</span>', r, re.S).group(1)
+    assert title.startswith("…") and "<mark>speed</mark>" in title
+    assert title.index("<mark>") <= 26
