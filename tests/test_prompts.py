@@ -260,3 +260,24 @@ def test_a_team_prompt_is_seen_by_members_only_and_lost_on_removal(alice, bob) -
     team_services.member_remove(membership=Membership.objects.get(team=team, user=bob))
     assert b.get(f"/prompts/{p.pk}/").status_code == 404 and "greeter" not in b.get("/prompts/").content.decode()
     assert Client().get("/api/prompts/greeter", **auth).status_code == 404
+
+
+def test_the_owner_of_a_team_prompt_with_other_members_sees_it_once_everywhere(alice, bob) -> None:  # noqa: ANN001
+    """A team prompt is joined to the team's members: the author of a prompt shared with a team
+    of two got it twice (the list) and a server error (every page that gets one prompt)."""
+    from django.contrib.auth import get_user_model
+
+    from chat.teams import services as team_services
+
+    carol = get_user_model().objects.create_user("carol", password="pw-carol-12345")
+    team = team_services.team_create(user=alice, name="Research")
+    team_services.member_add(team=team, who=bob.username)
+    team_services.member_add(team=team, who=carol.username)
+    post_prompt(client_for(alice), "/prompts/new/", visibility="team", team=str(team.pk))
+    p = Prompt.objects.get()
+    for who in (alice, bob, carol):
+        c = client_for(who)
+        assert c.get("/prompts/").content.decode().count(f'href="/prompts/{p.pk}/"') == 1, who
+        for url in (f"/prompts/{p.pk}/", f"/prompts/{p.pk}/use/", f"/prompts/{p.pk}/v/1/",
+                    f"/prompts/{p.pk}/diff/?a=1&b=1", f"/compare/from-prompt/{p.pk}/?v=1"):
+            assert c.get(url).status_code in (200, 302), (who, url)

@@ -21,6 +21,7 @@ from django.http import Http404
 
 from chat.prompts import variables
 from chat.prompts.models import ApiToken, Prompt, PromptLabel, PromptVersion, PromptVisibility
+from chat.teams.models import Membership
 
 MAX_SEARCH = 200  # characters of a search query
 
@@ -31,8 +32,11 @@ def prompt_visible_q(user: AbstractBaseUser) -> Q:
     read of the library and the API goes through this function."""
     if not getattr(user, "is_authenticated", False):
         return Q(pk__in=[])
+    # Teams as a subquery, not a join through memberships: a join gives one row per member of
+    # the team, so the owner of a team-shared prompt got it twice (and get() failed).
+    teams = Membership.objects.filter(user_id=user.pk).values("team_id")
     return (Q(owner=user) | Q(visibility=PromptVisibility.SITE)
-            | Q(visibility=PromptVisibility.TEAM, team__memberships__user=user))
+            | Q(visibility=PromptVisibility.TEAM, team_id__in=teams))
 
 
 def prompt_list_for_user(
