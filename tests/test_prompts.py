@@ -164,7 +164,10 @@ def test_api_tokens_and_read_only_api(alice, bob) -> None:  # noqa: ANN001
     p = Prompt.objects.get()
     psvc.label_move(prompt=p, user=alice, name="production", number=1)
     r = c.post("/prompts/tokens/", {"name": "app"})
-    raw = r.context["raw"]
+    assert r.status_code == 302  # POST-redirect-GET: a reload does not make a second token
+    raw = c.get("/prompts/tokens/").context["raw"]
+    assert raw and c.get("/prompts/tokens/").context["raw"] is None  # shown once
+    assert ApiToken.objects.filter(owner=alice).count() == 1
     tok = ApiToken.objects.get()
     assert raw.startswith("pgp_") and tok.token_hash != raw and raw not in tok.token_hash and tok.token_hash == psel.token_hash(raw)
     anon = Client()
@@ -253,7 +256,8 @@ def test_a_team_prompt_is_seen_by_members_only_and_lost_on_removal(alice, bob) -
     assert "greeter" in b.get("/prompts/").content.decode() and b.get(f"/prompts/{p.pk}/").status_code == 200
     assert "greeter" not in k.get("/prompts/").content.decode() and k.get(f"/prompts/{p.pk}/").status_code == 404
     assert b.get(f"/prompts/{p.pk}/edit/").status_code == 404  # members use it; the author edits it
-    raw = b.post("/prompts/tokens/", {"name": "app"}).context["raw"]
+    b.post("/prompts/tokens/", {"name": "app"})
+    raw = b.get("/prompts/tokens/").context["raw"]
     auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
     assert Client().get("/api/prompts/greeter", **auth).status_code == 200
     # Removed from the team: the prompt is gone at once, in the library and the API.

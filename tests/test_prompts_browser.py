@@ -79,6 +79,9 @@ def test_prompt_library_versions_diff_labels_api_use_in_chat(server, page, tmp_p
     pg.fill("input[name=name]", "my app")
     pg.click("#create-token")
     token = pg.inner_text("#new-token")
+    pg.reload()  # shown once, and a reload makes no second token
+    assert pg.locator("#new-token").count() == 0
+    assert server.query("select count(*) from chat_apitoken")[0][0] == 1
     r = httpx.get(f"{server.url}/api/prompts/greeter?label=production", headers={"Authorization": f"Bearer {token}"})
     body = r.json()
     assert r.status_code == 200 and body["version"] == 2 and body["variables"] == ["name", "lang"]

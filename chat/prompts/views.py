@@ -248,9 +248,14 @@ def prompt_import(request: HttpRequest) -> HttpResponse:
     return redirect("prompts:detail", prompt.pk)
 
 
+#: Session key of a just-created API token, shown once on the next page.
+NEW_TOKEN_KEY = "prompts_new_token"
+
+
 def tokens(request: HttpRequest) -> HttpResponse:
-    """API tokens: create (the raw token is shown once) and revoke."""
-    raw = None
+    """API tokens: create and revoke. The raw token is shown once: the POST keeps it in the
+    session and redirects (a reload never creates a second token); the next GET pops it."""
+    raw = request.session.pop(NEW_TOKEN_KEY, None) if request.method == "GET" else None
     form = forms.TokenForm(request.POST or None)
     if request.method == "POST":
         if request.POST.get("revoke"):
@@ -259,7 +264,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
             flash.success(request, "Token revoked.")
             return redirect("prompts:tokens")
         if form.is_valid():
-            _, raw = services.token_create(user=request.user, name=form.cleaned_data["name"])
+            _, request.session[NEW_TOKEN_KEY] = services.token_create(user=request.user, name=form.cleaned_data["name"])
+            return redirect("prompts:tokens")
     return render(request, "prompts/tokens.html", {
         "tokens": selectors.token_list_for_user(user=request.user), "raw": raw, "form": form,
         "api_example": request.build_absolute_uri(reverse("prompts:api", args=["NAME"])) + "?label=production",
