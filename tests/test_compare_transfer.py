@@ -155,6 +155,13 @@ def test_round_trip_equals_the_original_export(alice) -> None:  # noqa: ANN001
         assert (lc.endpoint_id, lc.model, lc.params) == (lo.endpoint_id, lo.model, lo.params)
     # Imported answers keep their figures but are not usage (no double counting).
     assert not Message.objects.filter(conversation=copy, usage_day__isnull=False).exists()
+    # Nor are imported votes verdicts for the leaderboard: importing again adds none.
+    cast = Vote.objects.filter(conversation=comparison).count()
+    assert cast and cs.vote_list_for_user(user=alice).count() == cast
+    upload(client_for(alice), json.dumps(original).encode())
+    assert cs.vote_list_for_user(user=alice).count() == cast
+    board = client_for(alice).get("/compare/leaderboard/").content.decode()
+    assert f"{cast} blind vote" in board, board[:2000]
     # The copy opens, and its Markdown export matches the original's.
     c = client_for(alice)
     assert c.get(f"/compare/{copy.pk}/").status_code == 200

@@ -22,7 +22,9 @@ class Vote(models.Model):
     place), ``"tie"`` or ``"both_bad"``. ``lanes``: a snapshot of every lane at the vote:
     ``[{"lane_id", "position", "label", "message_id", "settings": {endpoint_id, endpoint_name,
     api_style, base_url, model, system_prompt, params}, "answer": str, "metrics": {...},
-    "rank"?: int}]``; ``prompt``: the user message's text.
+    "rank"?: int}]``; ``prompt``: the user message's text. ``imported``: came in with an
+    imported comparison file (kept for the comparison and its round trip, never counted in the
+    leaderboard: a re-import would count the same verdict again).
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="compare_votes")
@@ -33,6 +35,7 @@ class Vote(models.Model):
     prompt = models.TextField(blank=True, default="")
     lanes = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    imported = models.BooleanField(default=False)
 
     class Meta:
         app_label = "chat"

@@ -294,10 +294,11 @@ def settings_hidden(*, conversation: Conversation, rows: Rows, votes: dict[Any, 
 
 
 def vote_list_for_user(*, user: AbstractBaseUser) -> QuerySet[Any]:
-    """Every vote of the user (a team's, once teams exist), oldest first."""
+    """Every vote the user cast (a team's, once teams exist), oldest first; votes that came in
+    with an imported comparison are not the user's verdicts here and are left out."""
     from chat.models import Vote
 
-    return Vote.objects.filter(owner=user).order_by("created_at", "id")
+    return Vote.objects.filter(owner=user, imported=False).order_by("created_at", "id")
 
 
 def message_in_compare(*, user: AbstractBaseUser, conversation_id: int, message_id: Any) -> Message | None:

@@ -30,7 +30,7 @@ lane points to the importer's usable endpoint (own first, then a team's) with th
 ``endpoint_name``; when there is none the lane gets **no endpoint** (the page asks to pick one
 before the next send) — :func:`comparison_import` returns a note per lane saying which. Ids and
 turn ids are made anew; timestamps are kept. Imported answers do not count as usage (like a
-fork's copies), and ``inspect`` (the raw request/events) is not exported.
+fork's copies), imported votes do not count in the leaderboard (``Vote.imported``), and ``inspect`` (the raw request/events) is not exported.
 
 Round trip: ``comparison_export(comparison_import(comparison_export(x)))`` equals
 ``comparison_export(x)`` except ``exported_at`` (when every lane's endpoint name is usable by the
@@ -392,7 +392,8 @@ def comparison_import(*, user: AbstractBaseUser, data: Any) -> tuple[Conversatio
                                 message_id=str(answers[ref].id) if ref is not None else None)
                     vote_lanes.append(item)
                 votes.append((Vote(owner=user, conversation=conv, turn_id=turn_id, choice=v["choice"],
-                                   winner_position=v.get("winner_position"), prompt=v.get("prompt", ""), lanes=vote_lanes),
+                                   winner_position=v.get("winner_position"), prompt=v.get("prompt", ""), lanes=vote_lanes,
+                                   imported=True),
                               _time(v["created_at"], "created_at")))
         Message.objects.bulk_create(rows)
         for vote, created in votes:
