@@ -103,6 +103,7 @@ class MessageView:
     answered_calls: frozenset[str] = frozenset()  # tool calls whose result was sent
     replay_blocks: list[dict[str, Any]] = field(default_factory=list)
     live_blocks: dict[str, tuple[list[str], int]] | None = None
+    blind: bool = False  # a blind comparison's answer before the vote: no figure that names the model
 
     @classmethod
     def from_row(cls, m: Any, *, sibling_index: int = 0, sibling_count: int = 1) -> MessageView:
@@ -297,7 +298,10 @@ class MessageView:
 
     @property
     def metric_items(self) -> list[tuple[str, str, str]]:
-        return metric_items(self.metrics, self.usage, self.finish_reason)
+        items = metric_items(self.metrics, self.usage, self.finish_reason)
+        if self.blind:  # price, reasoning/cache support and the router's pick give the model away
+            items = [it for it in items if it[0] not in BLIND_HIDDEN_METRICS]
+        return items
 
 
 def _prob(logprob: Any) -> float:
@@ -385,6 +389,12 @@ def _fmt_ms(v: Any) -> str:
 
 def _fmt(v: Any, suffix: str = "") -> str:
     return "—" if v is None else f"{v}{suffix}"
+
+
+#: Metrics left out of a blind answer before the vote (they tell models apart by price, by
+#: support for reasoning or caching, or by name): see :attr:`MessageView.blind`.
+BLIND_HIDDEN_METRICS = frozenset({"reasoning", "cached", "cost", "upstream TTFT", "upstream tok/s", "upstream total",
+                                  "routed to", "routing"})
 
 
 def metric_items(metrics: dict[str, Any], usage: dict[str, Any], finish_reason: str) -> list[tuple[str, str, str]]:

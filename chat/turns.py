@@ -221,6 +221,8 @@ class LiveTurn:
             conversation_id=self.spec.conversation_id, prefill_len=len(self.spec.prefill),
             turn_id=self.spec.turn_id, queue_position=self.queue_position,
             live_blocks={kind: (list(b.html), b.upto) for kind, b in self.blocks.items()},
+            # A compare lane started without its settings snapshot is blind (chat.compare.consumers).
+            blind=self.spec.lane_id is not None and "model" not in self.snapshot_meta,
         )
 
     def all_tool_calls(self) -> list[dict[str, Any]]:

@@ -397,9 +397,9 @@ def test_share_a_comparison_as_a_secret_free_snapshot(alice, bob) -> None:  # no
     assert KEY not in body and fresh_base(endpoint) not in body
     ShareLink.objects.filter(pk=link.pk).update(revoked_at=timezone_now())  # revoked (as /shares/ does)
     assert Client().get(url).status_code == 404 and c.get(url).status_code == 404
-    # Blind and not voted: refused (404), nothing created.
+    # Blind and not voted: refused with the reason (409), nothing created.
     Conversation.objects.filter(pk=comparison.pk).update(blind=True)
-    assert c.post(f"/shares/new-compare/{comparison.pk}/", {"visibility": "link"}).status_code == 404
+    assert c.post(f"/shares/new-compare/{comparison.pk}/", {"visibility": "link"}).status_code == 409
     assert ShareLink.objects.count() == 1
 
 

@@ -220,6 +220,32 @@ def test_blind_comparison_leaks_no_model_or_endpoint_before_the_vote(alice) -> N
     assert SECRET_MODEL in c.get(reverse("chat:compare_export_json", args=[conv.pk])).content.decode()
 
 
+def test_blind_answers_show_no_price_reasoning_or_router_figure_before_the_vote(alice) -> None:  # noqa: ANN001
+    """Figures that tell models apart (cost per model, reasoning or cached tokens, the router's
+    pick, the vendor's own timings) are left out of a blind comparison's metrics and table until
+    the vote; the speed figures stay. Sharing it is refused with the reason (not a bare 404)."""
+    user, endpoint = alice
+    conv, u, answers = _comparison(user, endpoint, blind=True)
+    for i, m in enumerate(answers):
+        m.metrics = {"ttft_ms": 120.0 + i, "tokens_per_sec": 40.5, "total_ms": 900.0, "cost_usd": 0.123456 + i,
+                     "routed_model": "router-pick-xyz", "upstream_ttft_ms": 55.0}
+        m.usage = {"prompt_tokens": 11, "completion_tokens": 22, "reasoning_tokens": 777, "cached_tokens": 5}
+        m.save(update_fields=["metrics", "usage"])
+    c = client_for(user)
+    page = c.get(reverse("chat:compare", args=[conv.pk])).content.decode()
+    summary = c.get(reverse("chat:compare_summary", args=[conv.pk])).content.decode()
+    for body in (page, summary):
+        for needle in ("0.123456", "1.123456", "router-pick-xyz", "777", "upstream TTFT"):
+            assert needle not in body, needle
+    assert "TTFT 120 ms" in page and "40.5" in page  # speed figures stay
+    r = c.post(reverse("sharing:new_compare", args=[conv.pk]), {"visibility": "site"})
+    assert r.status_code == 409 and "hides its models until you vote" in r.content.decode()
+    assert "Share after you vote" in page
+    c.post(reverse("chat:compare_vote", args=[conv.pk]), {"choice": "lane:0"})
+    page = c.get(reverse("chat:compare", args=[conv.pk])).content.decode()
+    assert "0.123456" in page and "router-pick-xyz" in page and "Share after you vote" not in page
+
+
 # ---- 4. Rankings --------------------------------------------------------------------------------
 
 

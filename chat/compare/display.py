@@ -65,7 +65,7 @@ def lane_views(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, liv
             views = [v for v in (_view(m, live) for m in answers) if v is not None]
             if hidden:
                 for v in views:
-                    v.snapshot = {}
+                    v.snapshot, v.blind = {}, True
             lv.items.append((u, views))
         out.append(lv)
     return out
@@ -133,6 +133,9 @@ def turn_table(conversation: Conversation, lanes: list[Lane], rows: cs.Rows, use
         else:
             values = _figures(shown) if shown is not None else {k: None for k, *_ in COLUMNS}
             stats = {}
+        if hidden:  # before the vote: no price or reasoning figure tells the models apart
+            values = {**values, "reasoning_tokens": None, "cost_usd": None}
+            stats = {k: v for k, v in stats.items() if k in ("ttft_ms", "tokens_per_sec", "total_ms")}
         out_rows.append({
             "lane": lane, "index": i, "label": cs.lane_label(lane, i, blind=hidden),
             "model": "" if hidden else (shown.settings_snapshot or {}).get("model", lane.model) if shown else lane.model,

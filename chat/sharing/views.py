@@ -73,12 +73,17 @@ def share_new_run(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def share_new_compare(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """Share a comparison the user owns (404 otherwise, and while a blind one awaits its vote)
-    as a frozen snapshot of its lanes and answers."""
+    """Share a comparison the user owns (404 otherwise) as a frozen snapshot of its lanes and
+    answers. A blind one awaiting its vote is refused with the reason (its owner asked; the
+    snapshot would show the models)."""
     from chat.compare import selectors as compare_selectors
 
-    conversation = chat_selectors.refuse_if_blind(
-        compare_selectors.compare_get_for_user(user=request.user, conversation_id=conversation_id))
+    conversation = compare_selectors.compare_get_for_user(user=request.user, conversation_id=conversation_id)
+    if chat_selectors.blind_pending(conversation):
+        response = _list(request, error="Not shared: this blind comparison hides its models until you vote. "
+                                        "Vote on the last turn, then share it.")
+        response.status_code = 409
+        return response
     try:
         _, raw = services.share_create_compare(
             user=request.user, conversation=conversation, visibility=request.POST.get("visibility", "link"),

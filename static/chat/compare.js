@@ -140,4 +140,12 @@
     document.title = title + " · LLM Playground";
   }
   document.addEventListener("htmx:wsAfterMessage", function () { if (app()) syncTitle(); });
+  // Turning blind mode off while a vote is open shows every lane's model: the vote of that
+  // turn is then skipped for good, so ask first.
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (!app() || !f.querySelector || !f.querySelector("#blind-toggle") || !document.querySelector(".vote-box")) return;
+    if (f.querySelector("input[name=blind]").value !== "off") return;
+    if (!window.confirm("Show every lane's endpoint and model now? This turn's vote will be skipped.")) e.preventDefault();
+  });
 })();
