@@ -81,3 +81,27 @@ def test_a_double_click_on_regenerate_regenerates_once_without_a_false_error(ser
     assert "not on the current branch" not in pg.inner_text("#notice")
     after = len([r for r in server.sim_requests() if r["path"].endswith("/chat/completions")])
     assert after - before == 1
+
+
+def test_share_list_with_a_long_title_does_not_scroll_sideways(server, page) -> None:  # noqa: ANN001
+    pg = page
+    pg.set_viewport_size({"width": 1280, "height": 800})
+    create_first_account(pg, server)
+    pg.wait_for_selector("#conn-state.ok")
+    pg.fill("#model", "sim-fast?ttft_ms=5&delay_ms=1&length=8&reasoning=0")
+    pg.fill("#content", "Short")
+    pg.press("#content", "Enter")
+    pg.wait_for_selector(".msg-assistant.status-complete")
+    pg.wait_for_selector("#conv-title:visible")
+    pg.fill("#conv-title", "W" * 200)
+    pg.click("#chat-head form.rename button[type=submit]")
+    pg.wait_for_load_state("load")
+    pg.click(".share summary")
+    pg.click(".share-form button[type=submit]")
+    pg.wait_for_selector("#new-share-url")
+    for width in (1280, 375):
+        pg.set_viewport_size({"width": width, "height": 800})
+        pg.goto(server.url + "/shares/")
+        size = pg.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert size[0] <= size[1], (width, size)
+        assert pg.is_visible("#share-links button.danger")

@@ -24,7 +24,7 @@ from chat.sharing.models import ShareLink
 
 def _list(request: HttpRequest, *, new_url: str | None = None, error: str = "") -> HttpResponse:
     return render(request, "sharing/list.html", {
-        "links": ShareLink.objects.filter(owner=request.user).defer("snapshot")[:200], "new_url": new_url,
+        "links": ShareLink.objects.filter(owner=request.user).select_related("team").defer("snapshot")[:200], "new_url": new_url,
         "error": error, "public_allowed": services.public_links_allowed(),
     })
 
