@@ -105,3 +105,23 @@ def test_share_list_with_a_long_title_does_not_scroll_sideways(server, page) -> 
         size = pg.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         assert size[0] <= size[1], (width, size)
         assert pg.is_visible("#share-links button.danger")
+
+
+def test_on_a_phone_the_comparisons_panel_unfolds_and_its_links_work(server, page) -> None:  # noqa: ANN001
+    pg = page
+    create_first_account(pg, server)
+    new_comparison(pg, server)
+    pg.set_viewport_size({"width": 375, "height": 812})
+    pg.reload()
+    pg.wait_for_selector(".compare-side-toggle")
+    assert pg.is_hidden("#compare-list") and pg.is_hidden(".compare-side a:has-text('Leaderboard')")
+    assert pg.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    pg.click(".compare-side-toggle")
+    assert pg.is_visible("input[aria-label='Search comparisons']") and pg.is_visible("button:has-text('New comparison')")
+    pg.click("a:has-text('Leaderboard')")
+    pg.wait_for_url("**/compare/leaderboard/")
+    # A desktop shows the panel open, without the toggle.
+    pg.set_viewport_size({"width": 1280, "height": 800})
+    pg.go_back()
+    pg.reload()
+    assert pg.is_visible("a:has-text('Leaderboard')") and pg.is_hidden(".compare-side-toggle")

@@ -148,4 +148,9 @@
     if (f.querySelector("input[name=blind]").value !== "off") return;
     if (!window.confirm("Show every lane's endpoint and model now? This turn's vote will be skipped.")) e.preventDefault();
   });
+  // A phone starts with the comparisons panel folded (a desktop shows it beside the lanes).
+  document.addEventListener("DOMContentLoaded", function () {
+    var side = document.querySelector(".compare-side");
+    if (side && window.matchMedia("(max-width: 900px)").matches) side.open = false;
+  });
 })();
