@@ -281,3 +281,26 @@ class StreamedBlocks:
         done.upto = self.upto
         done.finish(text)
         return done
+
+
+_ATX = re.compile(r"(#{1,6})(?=[ \t]|$)")
+
+
+def demote_headings(text: str, *, under: int) -> str:
+    """``text`` (Markdown) with every ATX heading outside fenced code moved ``under`` levels
+    down (capped at 6), so a model's own "## Heading" nests below the export's heading of level
+    ``under`` instead of breaking the document's outline. Linear in ``text``; fences (``````` or
+    ``~~~``) and indented lines over 3 spaces are left as they are."""
+    out, fence = [], ""
+    for line in text.split("\n"):
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if indent <= 3 and stripped[:3] in ("```", "~~~"):
+            if not fence:
+                fence = stripped[:3]
+            elif stripped.startswith(fence):
+                fence = ""
+        elif not fence and indent <= 3 and (m := _ATX.match(stripped)):
+            line = " " * indent + "#" * min(6, len(m.group(1)) + under) + stripped[len(m.group(1)):]
+        out.append(line)
+    return "\n".join(out)

@@ -210,6 +210,11 @@ def test_markdown_export(alice) -> None:  # noqa: ANN001
     assert "**Vote:** Boxed won" in md and "<details><summary>Reasoning</summary>" in md
     for secret in ("llm.internal.example", "sk-secret", "sim://"):
         assert secret not in md
+    # An answer's own heading nests below its lane's heading (the outline stays valid).
+    shown = Message.objects.filter(conversation=comparison, role="assistant", content="retried answer").get()
+    Message.objects.filter(pk=shown.pk).update(content="## Simulated answer\n\nbody")
+    md = client_for(alice).get(f"/compare/{comparison.pk}/export.md").content.decode()
+    assert "\n##### Simulated answer\n" in md and "\n## Simulated answer" not in md
 
 
 def test_exports_are_owner_only_and_hidden_while_blind_awaits_a_vote(alice, bob) -> None:  # noqa: ANN001

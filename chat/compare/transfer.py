@@ -56,6 +56,7 @@ from django.utils import timezone
 
 from chat.compare import selectors as cs
 from chat.models import Conversation, Lane, Message, MessageStatus, Vote
+from chat.rendering import demote_headings
 from chat.selectors import endpoint_list_for_user
 
 FORMAT = "playground.comparison/1"
@@ -171,17 +172,18 @@ def comparison_markdown(*, conversation: Conversation) -> str:
         if ln["system_prompt"]:
             lines += [f"**System prompt of {names[ln['position']]}**", "", ln["system_prompt"], ""]
     for t, turn in enumerate(data["turns"], 1):
-        lines += [f"## Turn {t}", "", turn["prompt"], ""]
+        lines += [f"## Turn {t}", "", demote_headings(turn["prompt"], under=2), ""]
         for a in turn["answers"]:
             if not a["shown"]:
                 continue
             model = a["settings"].get("model") or ""
             lines += [f"### {names.get(a['lane'], a['lane'])}" + (f" ({model})" if model else ""), ""]
             if a["reasoning"]:
-                lines += ["<details><summary>Reasoning</summary>", "", a["reasoning"], "", "</details>", ""]
+                lines += ["<details><summary>Reasoning</summary>", "", demote_headings(a["reasoning"], under=3), "",
+                          "</details>", ""]
             if a["status"] != MessageStatus.COMPLETE:
                 lines += [f"_Status: {a['status']}_", ""]
-            lines += [a["content"], ""]
+            lines += [demote_headings(a["content"], under=3), ""]
             fig = _figures(a["metrics"] or {}, a["usage"] or {})
             if fig:
                 lines += [f"_{fig}_", ""]

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from chat import selectors as chat_selectors
 from chat.models import Attachment, Conversation, Lane, Message, MessageStatus
+from chat.rendering import demote_headings
 from chat.selectors import endpoint_list_for_user
 
 FORMAT = "playground.conversation/1"
@@ -89,8 +90,8 @@ def conversation_markdown(*, conversation: Conversation) -> str:
         model = (m.settings_snapshot or {}).get("model") if m.role == "assistant" else ""
         lines += [f"## {m.role.capitalize()}" + (f" ({model})" if model else ""), ""]
         if m.reasoning:
-            lines += ["<details><summary>Reasoning</summary>", "", m.reasoning, "", "</details>", ""]
-        lines += [m.content, ""]
+            lines += ["<details><summary>Reasoning</summary>", "", demote_headings(m.reasoning, under=2), "", "</details>", ""]
+        lines += [demote_headings(m.content, under=2), ""]
     return "\n".join(lines)
 
 
