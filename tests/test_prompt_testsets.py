@@ -67,7 +67,7 @@ def test_rows_csv_jsonl_and_limits() -> None:
 def test_testset_views_report_variables_and_are_owner_only(alice, bob) -> None:  # noqa: ANN001
     p = make_prompt(alice)
     a = client_for(alice)
-    r = a.post(f"/prompts/{p.pk}/sets/new/", {"name": "caps", "rows": "country,extra\nFrance,1\n,2\n", "checks": "contains: a"})
+    r = a.post(f"/prompts/{p.pk}/sets/new/", {"name": "caps", "rows": '{"country": "France", "extra": 1}\n{"extra": 2}\n', "checks": "contains: a"})
     ts = TestSet.objects.get()
     assert r.status_code == 302 and len(ts.rows) == 2 and ts.checks == [{"type": "contains", "arg": "a"}]
     page = a.get(f"/prompts/{p.pk}/sets/{ts.pk}/").content.decode()
@@ -212,3 +212,16 @@ def test_judge_check_prompt_answer_stored_and_counted(alice, bob) -> None:  # no
     assert grid["judge_pending"] == 0 and (s["passed"], s["done"]) == (1, 2)
     page = client_for(alice).get(f"/prompts/runs/{run.pk}/").content.decode()
     assert "judge prompt and answer" in page and "No, that is food." in page and "Rubric: Does it name a capital city?" in page
+
+
+def test_an_empty_cell_is_a_value_and_every_bad_row_is_reported_at_once(alice) -> None:  # noqa: ANN001
+    prompt = make_prompt(alice)
+    version = prompt.versions.get()
+    rows = testsets.parse_rows("country,check:contains\n,Paris\nFrance,\n")
+    assert rows[0]["vars"] == {"country": ""}  # an empty cell: test of empty input
+    assert testsets.variable_report(version, rows) == ([], [])
+    assert testsets.variable_report(version, testsets.parse_rows("city\nRome\n"))[0] == ["country"]  # no column
+    with pytest.raises(testsets.TestSetError) as exc:
+        testsets.parse_rows("country,check:bogus,check:regex\nA,x,\nB,,(a)\\1\nC,y,\n")
+    message = str(exc.value)
+    assert "Row 1" in message and "Row 2" in message and "Row 3" in message

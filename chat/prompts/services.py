@@ -173,14 +173,17 @@ def _endpoint_for(user: AbstractBaseUser, config: Mapping[str, Any]) -> Endpoint
 
 def conversation_from_version(
     *, user: AbstractBaseUser, version: PromptVersion, values: Mapping[str, str], endpoint: Endpoint | None = None,
-    model: str = "", title: str = "",
+    model: str = "", title: str = "", empty_is_a_value: bool = False,
 ) -> PromptUse:
     """A new conversation of ``user`` with the version's system prompt, settings and all message
     templates but the last user one filled with ``values`` (appended without a turn); the last
     user message comes back in ``send``. ``endpoint``/``model`` override the config's (the
     config's endpoint is used only when ``user`` owns it, else the user's first endpoint).
-    Raises PromptError when a variable has no value."""
-    missing, _ = variables.check(selectors.version_variables(version), values)
+    Raises PromptError when a variable has no value (with ``empty_is_a_value``, as for a test
+    set's cells, only when it has no entry at all: an empty cell is the empty string)."""
+    names = selectors.version_variables(version)
+    missing = ([n for n in names if n not in values] if empty_is_a_value
+               else variables.check(names, values)[0])
     if missing:
         raise PromptError("Missing values for: " + ", ".join(missing))
     config = version.config or {}

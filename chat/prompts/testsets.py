@@ -36,6 +36,10 @@ CHECK_PREFIX = "check:"
 TERMINAL = {MessageStatus.COMPLETE, MessageStatus.STOPPED, MessageStatus.ERROR, MessageStatus.INTERRUPTED}
 
 
+#: How many row problems one refusal lists.
+MAX_REPORTED = 20
+
+
 class TestSetError(ValueError):
     """Rows or checks that cannot be used; the message is for the user. Nothing is saved."""
 
@@ -114,7 +118,17 @@ def parse_rows(raw: str | bytes) -> list[dict[str, Any]]:
             raise TestSetError(f"CSV: {exc}") from None
     if len(records) > MAX_ROWS:
         raise TestSetError(f"At most {MAX_ROWS} rows.")
-    return [_row(r, n) for n, r in enumerate(records, 1)]
+    # Every row's problem at once (the first MAX_REPORTED), not one per save.
+    rows, errors = [], []
+    for n, r in enumerate(records, 1):
+        try:
+            rows.append(_row(r, n))
+        except TestSetError as exc:
+            errors.append(str(exc))
+    if errors:
+        more = f" (and {len(errors) - MAX_REPORTED} more)" if len(errors) > MAX_REPORTED else ""
+        raise TestSetError(" ".join(errors[:MAX_REPORTED]) + more)
+    return rows
 
 
 def rows_as_csv(rows: list[dict[str, Any]]) -> str:
@@ -135,13 +149,15 @@ def rows_as_csv(rows: list[dict[str, Any]]) -> str:
 
 
 def variable_report(version: PromptVersion, rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """``(missing, unused)`` over all rows: template variables some row lacks a value for, and
-    columns no template uses."""
+    """``(missing, unused)`` over all rows: template variables some row has no column for, and
+    columns no template uses. An empty cell is a value (the empty string: a test of empty
+    input), unlike an empty field in the "use a prompt" form."""
     names = selectors.version_variables(version)
     missing: dict[str, None] = {}
     unused: dict[str, None] = {}
     for r in rows:
-        m, u = services.variables.check(names, r["vars"])
+        m = [n for n in names if n not in r["vars"]]
+        _, u = services.variables.check(names, r["vars"])
         for x in m:
             missing.setdefault(x, None)
         for x in u:
@@ -197,7 +213,7 @@ def run_create(*, user: AbstractBaseUser, test_set: TestSet, lanes: list[Lane]) 
             for j, lane in enumerate(lanes):
                 use = services.conversation_from_version(
                     user=user, version=lane.version, values=row["vars"], endpoint=lane.endpoint, model=lane.model,
-                    title=f"Test run {run.pk} · row {i + 1} · lane {j + 1}",
+                    title=f"Test run {run.pk} · row {i + 1} · lane {j + 1}", empty_is_a_value=True,
                 )
                 if not use.send:
                     raise TestSetError(f"v{lane.version.number} has no user message to send.")
