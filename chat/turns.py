@@ -1033,7 +1033,7 @@ class TurnRunner:
         # turn.status stays "streaming" until the final frame goes out (_send_final): a page
         # that loads or resyncs meanwhile still follows the turn and gets its last blocks.
         try:
-            await db.write(
+            await _retry_locked(
                 services.message_complete,
                 message_id=turn.message_id, status=status, content=turn.text,
                 reasoning=turn.reasoning, finish_reason=turn.finish_reason,
@@ -1112,6 +1112,27 @@ class TurnRunner:
 
 
 SIMULATOR_OPTIONS = "x-simulator-options"
+
+#: Back-off (seconds) between attempts of a final write that met a locked SQLite database.
+LOCKED_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
+async def _retry_locked(fn: Any, /, **kwargs: Any) -> Any:
+    """``db.write(fn, **kwargs)``, tried again while SQLite says the database (or, with a
+    shared-cache database, a table) is locked: that error comes at once, not after the busy
+    timeout, when many writers and readers share one file on a loaded machine. Only for writes
+    that are one guarded UPDATE (safe to repeat: ``services.message_complete``). Other errors,
+    and a lock that outlasts :data:`LOCKED_RETRY_S`, are raised."""
+    from django.db import OperationalError
+
+    for wait in (*LOCKED_RETRY_S, None):
+        try:
+            return await db.write(fn, **kwargs)
+        except OperationalError as exc:
+            if wait is None or "locked" not in str(exc).lower():
+                raise
+            await asyncio.sleep(wait)
+    return None
 
 
 def _builtin_simulator(spec: TurnSpec) -> bool:

@@ -125,6 +125,29 @@ async def test_a_failed_final_write_ends_in_error_with_a_final_frame(row, monkey
     assert finals and finals[-1]["status"] == "error"
 
 
+async def test_a_final_write_that_meets_a_locked_database_is_tried_again(row, monkeypatch) -> None:  # noqa: ANN001
+    """SQLite's "database table is locked" comes at once on a loaded machine (no busy wait):
+    the final write (one guarded UPDATE) is tried again and the turn completes; a lock that
+    does not go away still ends in a stored error."""
+    from django.db import OperationalError
+
+    from chat import turns
+
+    conv, mid = row
+    real, calls = services.message_complete, []
+
+    def locked_twice(**kwargs):  # noqa: ANN003, ANN202
+        calls.append(1)
+        if len(calls) <= 2:
+            raise OperationalError("database table is locked")
+        return real(**kwargs)
+
+    monkeypatch.setattr(turns, "LOCKED_RETRY_S", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(services, "message_complete", locked_twice)
+    got = await run(conv, mid, events(TextDelta("kept answer"), Finish("stop")))
+    assert got.status == "complete" and got.content == "kept answer" and len(calls) == 3
+
+
 @pytest.mark.parametrize("case", ["nested_json_prefill", "deep_tool_arguments", "huge_logprob"])
 async def test_finishing_never_fails_on_hostile_output(row, case) -> None:  # noqa: ANN001
     """Issue 8 item 8: a prefill of 5,000 ``[`` with ``json_object``, deeply nested tool
