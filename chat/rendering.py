@@ -283,7 +283,7 @@ class StreamedBlocks:
         return done
 
 
-_ATX = re.compile(r"(#{1,6})(?=[ \t]|$)")
+_ATX_HEADING = re.compile(r"(#{1,6})(?=[ \t]|$)")
 
 
 def demote_headings(text: str, *, under: int) -> str:
@@ -300,7 +300,7 @@ def demote_headings(text: str, *, under: int) -> str:
                 fence = stripped[:3]
             elif stripped.startswith(fence):
                 fence = ""
-        elif not fence and indent <= 3 and (m := _ATX.match(stripped)):
+        elif not fence and indent <= 3 and (m := _ATX_HEADING.match(stripped)):
             line = " " * indent + "#" * min(6, len(m.group(1)) + under) + stripped[len(m.group(1)):]
         out.append(line)
     return "\n".join(out)
