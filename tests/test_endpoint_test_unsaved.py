@@ -11,39 +11,19 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chat import middleware, services
+from chat import services
 from chat.models import Endpoint
 from chat.simulator.recorder import key_fingerprint
+from tests.accounts import PASSWORD, client_for, fast_accounts  # noqa: F401
 
-PASSWORD = "correct-horse-battery-9"
 KEY = "sk-unsaved-SECRETKEYMATERIAL-0123-zq7w"
 STORED = "sk-stored-STOREDKEYMATERIAL-9876-abcd"
 HEADER_VALUE = "hdr-SECRETHEADERVALUE-42"
 
 
 @pytest.fixture(autouse=True)
-def _setup(settings) -> None:  # noqa: ANN001
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.PLAYGROUND_REFUSE_PRIVATE_URLS = False
-    middleware.reset_cache()
-    yield
-    middleware.reset_cache()
-
-
-@pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="bob", password=PASSWORD)
-
-
-def client_for(user) -> Client:  # noqa: ANN001
-    c = Client()
-    c.force_login(user)
-    return c
+def _private_urls(settings) -> None:  # noqa: ANN001
+    settings.PLAYGROUND_REFUSE_PRIVATE_URLS = False  # the test simulator runs on 127.0.0.1
 
 
 def form(**kw: str) -> dict[str, str]:

@@ -11,37 +11,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.test import Client
 
-from chat import middleware, services
+from chat import services
 from chat.models import Endpoint, Message, MessageStatus
+from tests.accounts import PASSWORD, client_for, fast_accounts  # noqa: F401
 
-PASSWORD = "correct-horse-battery-9"
 KEY = "sk-inspect-SECRETKEY-5555"
-
-
-@pytest.fixture(autouse=True)
-def _setup(settings) -> None:  # noqa: ANN001
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    middleware.reset_cache()
-    yield
-    middleware.reset_cache()
-
-
-@pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="alice", password=PASSWORD)
-
-
-@pytest.fixture
-def bob(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="bob", password=PASSWORD)
-
-
-def client_for(user) -> Client:  # noqa: ANN001
-    c = Client()
-    c.force_login(user)
-    return c
 
 
 def answer(user, *, request: dict) -> Message:  # noqa: ANN001

@@ -10,30 +10,14 @@ import re
 import pytest
 from django.test import Client
 
-from chat import middleware, selectors, services
+from chat import selectors, services
 from chat.models import Conversation
-
-PASSWORD = "correct-horse-battery-9"
-
-
-@pytest.fixture(autouse=True)
-def _setup(settings) -> None:  # noqa: ANN001
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    middleware.reset_cache()
-    yield
-    middleware.reset_cache()
-
-
-@pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
-    return services.user_create(username="alice", password=PASSWORD)
+from tests.accounts import PASSWORD, client_for, fast_accounts  # noqa: F401
 
 
 @pytest.fixture
 def client(alice) -> Client:  # noqa: ANN001
-    c = Client()
-    c.force_login(alice)
-    return c
+    return client_for(alice)
 
 
 def chat(user, title: str, *texts: str) -> Conversation:  # noqa: ANN001
